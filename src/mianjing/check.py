@@ -1,0 +1,127 @@
+"""``mianjing check``: the knowledge base's cross references, every problem at once.
+
+Checks, on top of the loader's schema errors: duplicate claim ids, a claim with
+no verifier, a verifier marker naming no claim, an implementation path or
+function that does not exist, a follow-up naming no entry, a benchmark result
+that does not exist, a catalog id unknown to the catalog or settled twice, and
+a catalog question answered by an entry whose catalog claims are not all settled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .catalog import Catalog, YamlError, load_catalog
+from .knowledge import KnowledgeBase
+from .loader import load
+from .markers import MarkerUse, defined_names, find_markers
+from .paths import catalog_path
+from .problems import Problem
+from .schema import impl_path, impl_symbol
+
+
+@dataclass
+class CheckResult:
+    kb: KnowledgeBase
+    problems: list[Problem] = field(default_factory=list)
+    markers: list[MarkerUse] = field(default_factory=list)
+    catalog: Catalog | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
+    loaded = load(root)
+    kb = loaded.kb
+    res = CheckResult(kb=kb, problems=list(loaded.problems))
+    unvalidated = loaded.unvalidated_claim_ids
+    add = res.problems.append
+
+    # claims unique across the base (within one entry the schema already refuses repeats)
+    owner: dict[str, str] = {}
+    for entry, claim in kb.claims():
+        if claim.id in owner:
+            add(Problem(kb.sources[entry.id].path, kb.claim_line(entry.id, claim.id, "id"), "claims.id",
+                        f"duplicate claim id {claim.id!r} (also in {kb.sources[owner[claim.id]].path})"))
+        else:
+            owner[claim.id] = entry.id
+
+    # verifiers <-> claims
+    res.markers, broken = find_markers(root)
+    for rel, line, msg in broken:
+        add(Problem(rel, line, "(python)", f"cannot parse: {msg}"))
+    verified = {m.claim_id for m in res.markers}
+    index = kb.claim_index()
+    for m in res.markers:
+        if m.claim_id not in index and m.claim_id not in unvalidated:
+            add(Problem(m.path, m.line, "claim", f"marker names no claim: {m.claim_id!r}"))
+    for entry, claim in kb.claims():
+        if claim.needs_verifier and claim.id not in verified:
+            add(Problem(kb.sources[entry.id].path, kb.claim_line(entry.id, claim.id, "id"), "claims.id",
+                        f"claim {claim.id!r} ({claim.method.value}) has no verifier "
+                        "(add @pytest.mark.claim to a test in verifiers/)"))
+
+    # implementations, follow-ups, benchmarks
+    for entry in kb.entries.values():
+        src = kb.sources[entry.id]
+        for i, ref in enumerate(entry.implementations):
+            file = root / impl_path(ref)
+            if not file.is_file():
+                add(Problem(src.path, src.line_of("implementations", i), f"implementations[{i}]",
+                            f"no such file: {impl_path(ref)}"))
+            elif (sym := impl_symbol(ref)) and sym not in defined_names(file):
+                add(Problem(src.path, src.line_of("implementations", i), f"implementations[{i}]",
+                            f"{impl_path(ref)} defines no {sym!r}"))
+        for i, fid in enumerate(entry.follow_ups):
+            if fid not in kb.entries:
+                add(Problem(src.path, src.line_of("follow_ups", i), f"follow_ups[{i}]", f"no entry with id {fid!r}"))
+            elif fid == entry.id:
+                add(Problem(src.path, src.line_of("follow_ups", i), f"follow_ups[{i}]", "an entry cannot follow itself"))
+        for i, b in enumerate(entry.benchmarks):
+            if not (root / b).is_file():
+                add(Problem(src.path, src.line_of("benchmarks", i), f"benchmarks[{i}]",
+                            f"no such file: {b} (run the benchmark that writes it)"))
+
+    # the catalog
+    cat_file = catalog_file or catalog_path(root)
+    try:
+        res.catalog = load_catalog(cat_file)
+    except YamlError as exc:
+        add(Problem(str(cat_file), exc.line, "(catalog)", exc.message))
+    if res.catalog is not None:
+        _check_catalog(kb, res.catalog, add)
+    res.problems.sort()
+    return res
+
+
+def _check_catalog(kb: KnowledgeBase, cat: Catalog, add) -> None:
+    settled: dict[str, tuple[str, str]] = {}  # catalog claim id -> (entry id, claim id)
+    for entry, claim in kb.claims():
+        if claim.catalog is None:
+            continue
+        src = kb.sources[entry.id]
+        line = kb.claim_line(entry.id, claim.id, "catalog")
+        if claim.catalog not in cat.claims:
+            add(Problem(src.path, line, "claims.catalog", f"catalog id {claim.catalog!r} is not in the catalog"))
+        elif claim.catalog in settled:
+            other_entry, other_claim = settled[claim.catalog]
+            add(Problem(src.path, line, "claims.catalog",
+                        f"catalog id {claim.catalog!r} is settled twice (also by {other_claim} in "
+                        f"{kb.sources[other_entry].path})"))
+        else:
+            settled[claim.catalog] = (entry.id, claim.id)
+    for entry in kb.entries.values():
+        if entry.catalog is None:
+            continue
+        src = kb.sources[entry.id]
+        if entry.catalog not in cat.questions:
+            add(Problem(src.path, src.line_of("catalog"), "catalog",
+                        f"catalog question {entry.catalog!r} is not in the catalog"))
+            continue
+        missing = [c for c in cat.questions[entry.catalog] if c not in settled]
+        if missing:
+            add(Problem(src.path, src.line_of("catalog"), "catalog",
+                        f"catalog claims of {entry.catalog!r} not settled by any claim: {', '.join(missing)}"))

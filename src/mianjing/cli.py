@@ -1,0 +1,167 @@
+"""The ``mianjing`` command line.
+
+Heavy modules (torch, hypothesis, mkdocs) are imported inside the commands
+that need them, never at start-up: ``mianjing quiz`` must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="mianjing (面经): LLM / AI-infra interview questions, every claim checked by code.")
+console = Console()
+err = Console(stderr=True)
+
+
+def _root() -> Path:
+    from .paths import RootNotFound, repo_root
+
+    try:
+        return repo_root()
+    except RootNotFound as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def check(
+    catalog: Annotated[Optional[Path], typer.Option(help="the catalog file (default ../shared/catalog/claims.yaml)")] = None,
+) -> None:
+    """Validate every qa/**/*.yaml and the cross references; list every problem as path:line: field: message."""
+    from .check import check as run_check
+
+    root = _root()
+    res = run_check(root, catalog)
+    for p in res.problems:
+        console.print(str(p), markup=False, highlight=False, soft_wrap=True)
+    n_claims = sum(1 for _ in res.kb.claims())
+    settled = sum(1 for _, c in res.kb.claims() if c.catalog)
+    summary = (f"{len(res.kb)} entries, {n_claims} claims ({settled} settle catalog claims), "
+               f"{len(res.markers)} verifier markers")
+    if res.problems:
+        console.print(f"{len(res.problems)} problem(s); {summary}", markup=False)
+        raise typer.Exit(1)
+    console.print(f"ok: {summary}", markup=False)
+
+
+@app.command()
+def schema() -> None:
+    """Export the entry JSON Schema to qa/schema.json (editors autocomplete from it)."""
+    from .schema import json_schema
+
+    root = _root()
+    path = root / "qa" / "schema.json"
+    path.write_text(json.dumps(json_schema(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {path.relative_to(root)}", markup=False)
+
+
+@app.command()
+def verify(
+    ids: Annotated[Optional[list[str]], typer.Argument(help="claim or entry ids (default: all)")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="parallel pytest workers")] = 1,
+    timeout: Annotated[int, typer.Option(help="seconds before a hanging verifier is stopped")] = 300,
+) -> None:
+    """Run the verifiers and write build/verification.json; exit 1 if any claim fails."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from .loader import load
+    from .verify import run
+
+    if device not in ("auto", "cpu", "cuda"):
+        err.print(f"[red]error:[/red] --device must be auto, cpu or cuda, not {device!r}")
+        raise typer.Exit(2)
+    root = _root()
+    loaded = load(root)
+    if loaded.problems:
+        for p in loaded.problems:
+            err.print(str(p), markup=False, highlight=False)
+        err.print("[red]fix the knowledge base first (mianjing check)[/red]")
+        raise typer.Exit(2)
+    kb = loaded.kb
+    chosen = None
+    if ids:
+        chosen, unknown = kb.select(ids)
+        if unknown:
+            err.print(f"[red]error:[/red] no claim or entry with id: {', '.join(unknown)}")
+            raise typer.Exit(2)
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("verifying", total=None)
+
+        def on_progress(outcome: str, nodeid: str) -> None:
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if outcome == "failed":
+                console.print(f"FAILED {nodeid}", markup=False, style="red")
+            progress.update(task, description=f"{sum(counts.values())} tests: {counts['passed']} passed, "
+                                              f"{counts['failed']} failed, {counts['skipped']} skipped  {nodeid}")
+
+        res = run(root, kb, chosen, device=device, jobs=jobs, timeout=timeout, on_progress=on_progress)
+
+    outcomes: dict[str, int] = {}
+    needs_cuda = 0
+    for rec in res.claims.values():
+        outcomes[rec["outcome"]] = outcomes.get(rec["outcome"], 0) + 1
+        if rec["outcome"] == "skipped" and all("CUDA" in (t.get("message") or "") for t in rec.get("tests", [])):
+            needs_cuda += 1
+    table = Table(title=f"verification ({res.wall:.1f} s, device {res.report['environment'].get('device')})")
+    table.add_column("outcome")
+    table.add_column("claims", justify="right")
+    table.add_row("verified", str(outcomes.get("passed", 0)))
+    table.add_row("failed", str(outcomes.get("failed", 0)))
+    table.add_row("skipped (needs CUDA)", str(needs_cuda))
+    table.add_row("skipped (other)", str(outcomes.get("skipped", 0) - needs_cuda))
+    table.add_row("no verifier ran", str(outcomes.get("not-run", 0)))
+    console.print(table)
+    for cid in res.failed:
+        rec = res.claims[cid]
+        msgs = [t.get("message") for t in rec.get("tests", []) if t.get("outcome") == "failed"]
+        first = (msgs[0] if msgs else rec.get("message", "")) or ""
+        console.print(f"FAILED {cid}: {first.splitlines()[0] if first else ''}", markup=False, style="red")
+    console.print(f"report: build/verification.json   log: {res.log_path.relative_to(root)}", markup=False)
+    if res.problem:
+        err.print(f"[red]error:[/red] {res.problem}")
+        raise typer.Exit(1)
+    if res.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def zero(
+    params: Annotated[float, typer.Option(help="number of parameters Ψ, e.g. 7e9")],
+    gpus: Annotated[int, typer.Option(min=1, help="data-parallel degree N_d")],
+    optimizer_bytes: Annotated[int, typer.Option(help="optimizer bytes per parameter K (Adam, fp32: 12)")] = 12,
+) -> None:
+    """Per-GPU model-state memory and communication for DP and ZeRO-1/2/3."""
+    try:
+        from .zero_cli import run as run_zero
+    except ImportError:
+        err.print("[red]error:[/red] the ZeRO calculator is not installed in this checkout")
+        raise typer.Exit(2) from None
+    _root_on_path()
+    run_zero(params=params, gpus=gpus, optimizer_bytes=optimizer_bytes)
+
+
+def _root_on_path() -> Path:
+    from .paths import ensure_importable
+
+    root = _root()
+    ensure_importable(root)
+    return root
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

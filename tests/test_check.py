@@ -1,0 +1,220 @@
+"""`mianjing check` catches every kind of problem, naming the file and line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mianjing.check import check
+from tests.minirepo import entry_yaml, make_repo
+
+
+def run_check(root):
+    return check(root, root.parent / "shared" / "catalog" / "claims.yaml")
+
+
+def lines_of(text: str, needle: str) -> int:
+    """1-based line of the first line containing needle."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_clean_repo_passes(tmp_path):
+    res = run_check(make_repo(tmp_path))
+    assert res.problems == []
+    assert len(res.kb) == 1 and len(res.markers) == 2
+
+
+@pytest.mark.parametrize(
+    "mutate, needle, field, message",
+    [
+        (lambda t: t.replace("difficulty: 1", "difficulty: seven"), "difficulty:", "difficulty", "integer"),
+        (lambda t: t.replace("difficulty: 1", "difficulty: 1\nauthor: me"), "author:", "author", "unknown field"),
+        (lambda t: t.replace("topic: maths/arith\n", ""), "id: adding", "topic", "required field is missing"),
+        (lambda t: t.replace('    correction: {zh: "a−b = −(b−a)", en: "a−b = −(b−a)"}\n', ""),
+         "- id: sub.commutative", "claims[1]", "needs a correction"),
+        (lambda t: t.replace("method: numeric", "method: vibes"), "method: vibes", "claims[1].method", "Input should be"),
+        (lambda t: t.replace("verdict: holds", "verdict: true"), "verdict: true", "claims[0].verdict", "Input should be"),
+    ],
+)
+def test_schema_errors_name_file_line_field(tmp_path, mutate, needle, field, message):
+    text = mutate(entry_yaml())
+    root = make_repo(tmp_path, entry=text)
+    res = run_check(root)
+    [p] = [p for p in res.problems if p.field == field]
+    assert p.path == "qa/maths/adding.yaml"
+    assert p.line == lines_of(text, needle)
+    assert message in p.message
+    assert str(p).startswith(f"qa/maths/adding.yaml:{p.line}: {field}: ")
+
+
+def test_citation_needs_locator(tmp_path):
+    claims = """\
+    - id: add.paper
+      verdict: holds
+      method: citation
+      cite: {title: "Peano 1889"}
+      statement: {zh: "见论文", en: "see the paper"}
+    """
+    text = entry_yaml(claims=claims).replace("catalog: t.sum\n", "")
+    res = run_check(make_repo(tmp_path, entry=text, verifier="\n"))
+    [p] = res.problems
+    assert p.field == "claims[0]" and "locator" in p.message and p.line == lines_of(text, "- id: add.paper")
+
+
+def test_tab_indentation_is_one_line(tmp_path):
+    text = entry_yaml().replace("  short:", "\tshort:")
+    res = run_check(make_repo(tmp_path, entry=text))
+    [p] = res.problems
+    assert p.field == "(yaml)" and "tab" in p.message and "\n" not in p.message
+    assert p.line == lines_of(text, "\tshort:")
+
+
+def test_duplicate_key_is_one_line(tmp_path):
+    text = entry_yaml().replace("difficulty: 1", "difficulty: 1\ndifficulty: 2")
+    [p] = run_check(make_repo(tmp_path, entry=text)).problems
+    assert p.line == lines_of(text, "difficulty: 2") and "duplicate key 'difficulty'" in p.message
+    assert f"first on line {lines_of(text, 'difficulty: 1')}" in p.message
+
+
+def test_not_a_mapping(tmp_path):
+    [p] = run_check(make_repo(tmp_path, entry="- just\n- a list\n", verifier="\n")).problems
+    assert p.line == 1 and "mapping" in p.message
+
+
+def test_duplicate_entry_id(tmp_path):
+    root = make_repo(tmp_path)
+    (root / "qa" / "other").mkdir()
+    (root / "qa" / "other" / "adding.yaml").write_text(entry_yaml())
+    probs = run_check(root).problems
+    dup = [p for p in probs if "duplicate entry id" in p.message]
+    assert len(dup) == 1 and dup[0].path == "qa/other/adding.yaml" and dup[0].line == 2
+
+
+def test_file_name_must_match_id(tmp_path):
+    text = entry_yaml("summing")
+    [p] = run_check(make_repo(tmp_path, entry=text)).problems
+    assert p.field == "id" and "summing.yaml" in p.message
+
+
+def test_duplicate_claim_id_across_entries(tmp_path):
+    root = make_repo(tmp_path)
+    claims = """\
+    - id: add.commutative
+      verdict: holds
+      method: property
+      statement: {zh: "又一次", en: "again"}
+    """
+    text = entry_yaml("again", claims=claims).replace("catalog: t.sum\n", "")
+    (root / "qa" / "maths" / "again.yaml").write_text(text)
+    [p] = run_check(root).problems
+    assert p.path == "qa/maths/again.yaml" and p.line == lines_of(text, "- id: add.commutative")
+    assert "duplicate claim id 'add.commutative'" in p.message and "qa/maths/adding.yaml" in p.message
+
+
+def test_claim_without_verifier_and_marker_without_claim(tmp_path):
+    verifier = textwrap.dedent("""\
+        import pytest
+
+        @pytest.mark.claim("add.commutative")
+        def test_a():
+            assert 1 + 2 == 2 + 1
+
+        @pytest.mark.claim("add.associative")
+        def test_b():
+            assert True
+        """)
+    root = make_repo(tmp_path, verifier=verifier)
+    probs = run_check(root).problems
+    no_verifier = [p for p in probs if "has no verifier" in p.message]
+    assert [(p.path, p.line) for p in no_verifier] == [
+        ("qa/maths/adding.yaml", lines_of(entry_yaml(), "- id: sub.commutative"))]
+    orphan = [p for p in probs if "marker names no claim" in p.message]
+    assert [(p.path, p.line) for p in orphan] == [("verifiers/test_arith.py", lines_of(verifier, "add.associative"))]
+
+
+def test_opinion_and_citation_need_no_verifier(tmp_path):
+    claims = """\
+    - id: style.opinion
+      verdict: opinion
+      method: empirical
+      statement: {zh: "喜欢加法", en: "addition is nicer"}
+      correction: {zh: "个人偏好", en: "a matter of taste"}
+    - id: style.cited
+      verdict: holds
+      method: citation
+      cite: {title: "Peano 1889", locator: "§1"}
+      statement: {zh: "见论文", en: "see the paper"}
+    """
+    text = entry_yaml(claims=claims).replace("catalog: t.sum\n", "")
+    assert run_check(make_repo(tmp_path, entry=text, verifier="\n")).problems == []
+
+
+def test_missing_implementation_follow_up_and_symbol(tmp_path):
+    extra = "implementations: [impls/arith.py::add, impls/arith.py::mul, impls/nope.py]\nfollow_ups: [adding, subtracting]\n"
+    text = entry_yaml(extra=extra)
+    probs = run_check(make_repo(tmp_path, entry=text)).problems
+    msgs = {(p.field, p.message) for p in probs}
+    line = lines_of(text, "implementations:")
+    assert ("implementations[1]", "impls/arith.py defines no 'mul'") in msgs
+    assert ("implementations[2]", "no such file: impls/nope.py") in msgs
+    assert ("follow_ups[1]", "no entry with id 'subtracting'") in msgs
+    assert ("follow_ups[0]", "an entry cannot follow itself") in msgs
+    assert all(p.line == line or p.field.startswith("follow_ups") for p in probs)
+
+
+def test_catalog_unknown_and_settled_twice_and_unsettled(tmp_path):
+    root = make_repo(tmp_path)
+    claims = """\
+    - id: add.again
+      catalog: t-01
+      verdict: holds
+      method: property
+      statement: {zh: "又一次", en: "again"}
+    - id: add.ghost
+      catalog: t-99
+      verdict: holds
+      method: property
+      statement: {zh: "无", en: "none"}
+    """
+    text = entry_yaml("again", claims=claims).replace("catalog: t.sum\n", "catalog: t.nope\n")
+    (root / "qa" / "maths" / "again.yaml").write_text(text)
+    (root / "verifiers" / "test_more.py").write_text(
+        "import pytest\n\n@pytest.mark.claim('add.again', 'add.ghost')\ndef test_x():\n    assert 2 + 2 == 4\n")
+    probs = [p for p in run_check(root).problems if p.path == "qa/maths/again.yaml"]
+    by_msg = {p.message: p.line for p in probs}
+    assert by_msg["catalog id 't-99' is not in the catalog"] == lines_of(text, "catalog: t-99")
+    twice = [m for m in by_msg if "settled twice" in m]
+    assert len(twice) == 1 and by_msg[twice[0]] in (lines_of(text, "catalog: t-01"),)
+    assert by_msg["catalog question 't.nope' is not in the catalog"] == lines_of(text, "catalog: t.nope")
+
+
+def test_unsettled_catalog_claim(tmp_path):
+    claims = """\
+    - id: add.commutative
+      catalog: t-01
+      verdict: holds
+      method: property
+      statement: {zh: "加法交换律成立", en: "addition commutes"}
+    """
+    text = entry_yaml(claims=claims)
+    verifier = "import pytest\n\n@pytest.mark.claim('add.commutative')\ndef test_a():\n    assert 1 + 2 == 2 + 1\n"
+    [p] = run_check(make_repo(tmp_path, entry=text, verifier=verifier)).problems
+    assert p.field == "catalog" and "t-02" in p.message and p.line == lines_of(text, "catalog: t.sum")
+
+
+def test_cli_reports_all_problems_without_traceback(tmp_path):
+    root = make_repo(tmp_path, entry=entry_yaml().replace("difficulty: 1", "difficulty: 9\nwho: x"))
+    (root / "qa" / "maths" / "broken.yaml").write_text("id: broken\n\tnope: 1\n")
+    env = {"MIANJING_ROOT": str(root), "MIANJING_CATALOG": str(tmp_path / "shared/catalog/claims.yaml"),
+           "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "mianjing.cli", "check"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert "qa/maths/adding.yaml:5: difficulty: Input should be less than or equal to 3" in out
+    assert "qa/maths/adding.yaml:6: who: unknown field" in out
+    assert any(line.startswith("qa/maths/broken.yaml:2: (yaml): ") for line in out)
+    assert out[-1].startswith("3 problem(s)")
