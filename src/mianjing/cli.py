@@ -46,9 +46,9 @@ def check(
     summary = (f"{len(res.kb)} entries, {n_claims} claims ({settled} settle catalog claims), "
                f"{len(res.markers)} verifier markers")
     if res.problems:
-        console.print(f"{len(res.problems)} problem(s); {summary}", markup=False)
+        console.print(f"{len(res.problems)} problem(s); {summary}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
-    console.print(f"ok: {summary}", markup=False)
+    console.print(f"ok: {summary}", markup=False, soft_wrap=True)
 
 
 @app.command()

@@ -1,0 +1,42 @@
+# Two commands set up a fresh machine (Python 3.11 and nothing else of ours):
+#   make serve   set up, verify if the report is missing or stale, build and serve the site on 127.0.0.1:8000
+#   make test    set up, check the knowledge base, run every verifier, run the tests of the tool
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-stamp
+JOBS    ?= 2
+ADDR    ?= 127.0.0.1:8000
+
+.PHONY: setup check verify site serve test tests oracles bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+check: setup
+	$(BIN)/mianjing check
+
+verify: setup
+	$(BIN)/mianjing verify -j $(JOBS)
+
+site: setup
+	$(BIN)/mianjing site build --strict
+
+serve: setup
+	$(BIN)/mianjing site serve --addr $(ADDR)
+
+tests: setup
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+test: setup
+	$(BIN)/mianjing check
+	$(BIN)/mianjing verify -j $(JOBS)
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+clean:
+	rm -rf build site

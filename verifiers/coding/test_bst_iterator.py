@@ -1,0 +1,301 @@
+"""Verifiers for qa/coding/bst-iterator.yaml (catalog a2.bst-iterator).
+
+Order oracle: ``sorted()`` of the inserted keys. Work is measured with the
+iterators' own counters *and* independently by counting pointer reads on an
+instrumented copy of the tree; the stack bound is checked against an exact
+formula computed from root paths (1 + number of left edges on the way down).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+
+from impls.coding.bst_iterator import BSTIterator, FlattenBSTIterator, MorrisBSTIterator
+from impls.coding.trees import balanced_bst, bst_from_keys, height, nodes_with_paths, snapshot
+from verifiers.coding.strategies import balanced_bst_keys, bst_keys, counting_copy
+from verifiers.katas import bst_iterator as kata
+
+
+def _drain(it) -> list:
+    out = []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+# --- bst-01 -----------------------------------------------------------------------------
+
+
+@pytest.mark.claim("coding.bst-iterator.ascending-order")
+def test_stack_iterator_ascending(evidence):
+    for prop in kata.ALL:
+        prop(BSTIterator)
+    it = BSTIterator(bst_from_keys([7, 3, 15, 9, 20]))
+    seq = [it.next(), it.next(), it.hasNext(), it.next(), it.hasNext(), it.next(), it.hasNext(), it.next(), it.hasNext()]
+    assert seq == [3, 7, True, 9, True, 15, True, 20, False]  # LeetCode 173 example
+    with pytest.raises(StopIteration):
+        it.next()
+    evidence["kata_properties_passed"] = [p.__name__ for p in kata.ALL]
+    evidence["leetcode_example"] = {"keys": [7, 3, 15, 9, 20], "calls": seq}
+
+
+@pytest.mark.claim("coding.bst-iterator.ascending-order")
+def test_kata_catches_wrong_orders(evidence):
+    """The order property can fail: a pre-order iterator, and an iterator that
+    pushes the right child instead of its left spine, are both caught."""
+
+    class PreOrder:
+        def __init__(self, root):
+            self.stack = [root] if root else []
+
+        def hasNext(self):
+            return bool(self.stack)
+
+        def next(self):
+            node = self.stack.pop()
+            self.stack += [c for c in (node.right, node.left) if c]
+            return node.val
+
+    class ForgetsSpine(BSTIterator):
+        def next(self):
+            node = self._stack.pop()
+            if node.right is not None:
+                self._stack.append(node.right)  # bug: only the child, not its left spine
+            return node.val
+
+    caught = {}
+    for bad in (PreOrder, ForgetsSpine):
+        with pytest.raises(AssertionError) as err:
+            kata.prop_ascending_order(bad)
+        caught[bad.__name__] = str(err.value)[:200]
+    evidence["mutants_caught"] = caught
+
+
+# --- bst-02 -----------------------------------------------------------------------------
+
+
+@pytest.mark.claim("coding.bst-iterator.amortised-constant")
+def test_every_node_pushed_and_popped_once(evidence):
+    seen = {"max_total_reads_per_node": 0.0}
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys):
+        n = len(keys)
+        root, counter = counting_copy(bst_from_keys(keys))
+        it = BSTIterator(root)
+        got = _drain(it)
+        assert got == sorted(keys)
+        assert it.stats["pushes"] == it.stats["pops"] == n, (keys, it.stats)
+        # independent count: one `left` read per push, one `right` read per pop
+        assert counter["reads"] == 2 * n, (keys, counter)
+        if n:
+            seen["max_total_reads_per_node"] = max(seen["max_total_reads_per_node"], counter["reads"] / n)
+
+    check()
+    kata.prop_amortised_pushes(BSTIterator)
+    # Partial traversals: after k calls, pops = k and pushes <= k + h.
+    keys = list(range(0, 2000, 7)) + list(range(1, 2000, 7))
+    root = bst_from_keys(keys)
+    it, h = BSTIterator(root), height(root)
+    for k in range(1, len(keys) + 1):
+        it.next()
+        assert it.stats["pops"] == k and it.stats["pushes"] <= k + h
+    evidence.update(seen)
+    evidence["partial_traversal"] = {"n": len(keys), "height": h, "pushes_le_calls_plus_h": True}
+
+
+@pytest.mark.claim("coding.bst-iterator.amortised-constant")
+def test_kata_catches_quadratic_iterator(evidence):
+    """The work property can fail: an iterator that finds each successor by searching
+    from the root (O(h) per call, no stack) does Theta(n^2) reads on a chain."""
+
+    class SearchFromRoot:
+        def __init__(self, root):
+            self.root = root
+            self.nxt = self._succ(None)
+
+        def _succ(self, last):
+            node, best = self.root, None
+            while node is not None:
+                if last is None or node.val > last:
+                    best, node = node, node.left
+                else:
+                    node = node.right
+            return best
+
+        def hasNext(self):
+            return self.nxt is not None
+
+        def next(self):
+            val = self.nxt.val
+            self.nxt = self._succ(val)
+            return val
+
+    kata.prop_ascending_order(SearchFromRoot)  # correct order ...
+    with pytest.raises(AssertionError, match="pointer reads") as err:  # ... but not amortised O(1)
+        kata.prop_amortised_pushes(SearchFromRoot)
+    evidence["quadratic_iterator_caught"] = str(err.value)[-160:]
+
+
+# --- bst-03 -----------------------------------------------------------------------------
+
+
+@pytest.mark.claim("coding.bst-iterator.stack-at-most-height")
+def test_stack_bounded_by_height(evidence):
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys):
+        root = bst_from_keys(keys)
+        it = BSTIterator(root)
+        _drain(it)
+        exact = max((1 + path.count("L") for _, path in nodes_with_paths(root)), default=0)
+        assert it.stats["max_stack"] == exact, (keys, it.stats, exact)
+        assert it.stats["max_stack"] <= height(root)
+
+    check()
+    rows = {}
+    for name, keys in {
+        "left_chain": list(range(500, 0, -1)),
+        "right_chain": list(range(500)),
+        "balanced_1023": None,
+    }.items():
+        root = bst_from_keys(keys) if keys else balanced_bst(range(1023))
+        it = BSTIterator(root)
+        _drain(it)
+        rows[name] = {"n": len(keys) if keys else 1023, "height": height(root), "max_stack": it.stats["max_stack"]}
+    assert rows["left_chain"]["max_stack"] == rows["left_chain"]["height"] == 500  # the bound is tight
+    assert rows["right_chain"]["max_stack"] == 1  # and can be far from h
+    assert rows["balanced_1023"]["max_stack"] == rows["balanced_1023"]["height"] == 10
+    evidence["shapes"] = rows
+
+
+# --- bst-04 -----------------------------------------------------------------------------
+
+
+@pytest.mark.claim("coding.bst-iterator.next-worst-case-constant")
+def test_single_next_can_push_h_minus_1(evidence):
+    n = 1000
+    keys = [0] + list(range(n - 1, 0, -1))  # root 0, right child n-1, then a left chain down to 1
+    root = bst_from_keys(keys)
+    it = BSTIterator(root)
+    first = it.next()
+    assert first == 0
+    assert it.stats["last_call_pushes"] == n - 1 == height(root) - 1
+    evidence["counterexample"] = {
+        "keys_inserted": "[0, 999, 998, ..., 1]",
+        "n": n,
+        "height": height(root),
+        "pushes_in_first_next": it.stats["last_call_pushes"],
+    }
+
+    # In general one call pushes at most h - 1 nodes (Theta(h) worst case, not O(1)).
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys):
+        root = bst_from_keys(keys)
+        it = BSTIterator(root)
+        _drain(it)
+        assert it.stats["max_call_pushes"] <= max(height(root) - 1, 0)
+
+    check()
+    # Morris has the same shape of cost: its first next() on a left chain walks all of it.
+    root, counter = counting_copy(bst_from_keys(list(range(n, 0, -1))))
+    MorrisBSTIterator(root).next()
+    assert counter["reads"] >= n
+    evidence["morris_first_next_reads_on_left_chain"] = counter["reads"]
+
+
+# --- bst-05 -----------------------------------------------------------------------------
+
+
+@pytest.mark.claim("coding.bst-iterator.flatten-tradeoff")
+def test_flatten_constant_next_linear_memory(evidence):
+    kata.prop_ascending_order(FlattenBSTIterator)
+    kata.prop_has_next_consistency(FlattenBSTIterator)
+
+    @settings(deadline=None)
+    @given(balanced_bst_keys())
+    def check(keys):
+        root, counter = counting_copy(bst_from_keys(keys))
+        it = FlattenBSTIterator(root)
+        build_reads = counter["reads"]
+        assert build_reads == 2 * len(keys)  # the whole tree is walked up front
+        assert it.stats["stored"] == len(keys)  # O(n) memory
+        assert _drain(it) == sorted(keys)
+        assert counter["reads"] == build_reads  # next()/hasNext() never touch the tree
+
+    check()
+    n = 1023
+    flat, stack = FlattenBSTIterator(balanced_bst(range(n))), BSTIterator(balanced_bst(range(n)))
+    _drain(stack)
+    assert flat.stats["stored"] == n and stack.stats["max_stack"] == 10
+    # The lazy-constructor kata property separates the two designs.
+    with pytest.raises(AssertionError, match="pointer reads in the constructor"):
+        kata.prop_lazy_constructor(FlattenBSTIterator)
+    kata.prop_lazy_constructor(BSTIterator)
+    evidence["balanced_1023"] = {"flatten_stored": n, "stack_max": stack.stats["max_stack"]}
+
+
+# --- bst-06 -----------------------------------------------------------------------------
+
+
+def _peak_bytes(make_iter, root) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        it = make_iter(root)
+        while it.hasNext():
+            it.next()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.claim("coding.bst-iterator.morris-constant-memory")
+def test_morris_constant_memory_restores_only_at_end(evidence):
+    for prop in kata.ALL:  # order, hasNext, O(n) total work, tree restored after a full pass, lazy
+        prop(MorrisBSTIterator)
+
+    # O(1) extra memory: peak allocation does not grow with n (the stack version does).
+    peaks = {}
+    for n in (1000, 10000):
+        peaks[f"morris_left_chain_{n}"] = _peak_bytes(MorrisBSTIterator, bst_from_keys(range(n, 0, -1)))
+        peaks[f"stack_left_chain_{n}"] = _peak_bytes(BSTIterator, bst_from_keys(range(n, 0, -1)))
+    assert peaks["morris_left_chain_10000"] < 4096
+    assert peaks["morris_left_chain_10000"] <= peaks["morris_left_chain_1000"] + 512
+    assert peaks["stack_left_chain_10000"] >= 8 * 10000  # the measurement does see a growing stack
+    it = MorrisBSTIterator(None)
+    assert not any(isinstance(v, (list, tuple, set, frozenset)) or hasattr(v, "popleft") for v in vars(it).values())
+
+    # Amortised O(1): predecessor walks total at most 2n pointer steps.
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys):
+        it = MorrisBSTIterator(bst_from_keys(keys))
+        assert _drain(it) == sorted(keys)
+        assert it.stats["pointer_steps"] <= 2 * len(keys)
+        assert it.stats["threads_made"] == it.stats["threads_removed"]
+
+    check()
+
+    # Counterexample to "temporarily": stop early and the tree stays rewired.
+    root = bst_from_keys([2, 1, 3])
+    before = snapshot(root)
+    it = MorrisBSTIterator(root)
+    assert it.next() == 1
+    node1 = root.left
+    assert node1.right is root  # thread left behind: 1.right -> 2
+    assert snapshot(root) != before
+    it.close()  # draining removes the thread
+    assert snapshot(root) == before
+    evidence["peak_bytes"] = peaks
+    evidence["counterexample"] = {
+        "keys": [2, 1, 3],
+        "after_calls": ["next() -> 1"],
+        "left_in_tree": "node 1.right points back to node 2 (a thread) until the iterator runs to the end",
+    }

@@ -1,0 +1,144 @@
+"""Kata properties for a BST iterator class (LeetCode 173): ``impl(root)`` with
+``next()`` and ``hasNext()``.
+
+Each ``prop_*(impl)`` raises ``AssertionError`` naming the insertion order of the
+keys (or the tree), the expected and the observed behaviour. The order oracle is
+``sorted(keys)``; work is measured by counting ``left``/``right`` pointer reads
+on an instrumented copy of the tree, so no access to the iterator's internals is
+needed.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+
+from impls.coding.trees import bst_from_keys, height, snapshot
+from verifiers.coding.strategies import bst_keys, counting_copy, describe
+
+READS_PER_NODE = 16  # full traversal: at most 16n + 8 child-pointer reads (stack: 2n; Morris: 5n to 11n depending on style)
+SPINE_READS = 2  # a lazy constructor reads at most 2h + 2 pointers (stack: h)
+LONG_CHAIN = 400
+
+
+def _drain(it, limit: int) -> list:
+    out = []
+    while it.hasNext():
+        out.append(it.next())
+        if len(out) > limit:
+            raise AssertionError(f"hasNext() still True after {limit} keys from a tree of {limit} nodes")
+    return out
+
+
+def prop_empty_tree(impl) -> None:
+    """An iterator over the empty tree has nothing: ``hasNext()`` is False."""
+    it = impl(None)
+    got = it.hasNext()
+    assert got is False, f"input: None (empty tree); expected hasNext() False; got {got!r}"
+
+
+def prop_ascending_order(impl) -> None:
+    """Draining the iterator yields every key once, in ascending order: ``sorted(keys)``."""
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys: list[int]) -> None:
+        got = _drain(impl(bst_from_keys(keys)), len(keys))
+        expected = sorted(keys)
+        assert got == expected, f"keys inserted in order {keys}; expected: {expected}; got: {got}"
+
+    check()
+
+
+def prop_has_next_consistency(impl) -> None:
+    """``hasNext()`` is True exactly n times, never advances (calling it twice changes
+    nothing), and stays False once exhausted."""
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys: list[int]) -> None:
+        it = impl(bst_from_keys(keys))
+        got = []
+        for i in range(len(keys)):
+            a, b = it.hasNext(), it.hasNext()
+            assert a is True and b is True, (
+                f"keys inserted in order {keys}; expected hasNext() True before key #{i + 1}; got {a!r}, {b!r}"
+            )
+            got.append(it.next())
+        ends = [it.hasNext(), it.hasNext()]
+        assert ends == [False, False], f"keys inserted in order {keys}; expected hasNext() False at the end; got {ends}"
+        assert got == sorted(keys), f"keys inserted in order {keys}; expected: {sorted(keys)}; got: {got}"
+
+    check()
+
+
+def prop_amortised_pushes(impl) -> None:
+    """A full traversal does O(n) work in total (amortised O(1) per ``next()``):
+    at most ``READS_PER_NODE * n + 8`` child-pointer reads, including a long chain."""
+
+    def one(keys: list[int]) -> None:
+        root, counter = counting_copy(bst_from_keys(keys))
+        got = _drain(impl(root), len(keys))
+        n = len(keys)
+        bound = READS_PER_NODE * n + 8
+        assert counter["reads"] <= bound, (
+            f"keys inserted in order {keys if n <= 60 else f'{keys[:5]}... ({n} keys)'}; "
+            f"expected at most {bound} pointer reads for n={n}; got {counter['reads']}"
+        )
+        assert got == sorted(keys), f"keys inserted in order {keys}; expected: {sorted(keys)}; got: {got}"
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys: list[int]) -> None:
+        one(keys)
+
+    check()
+    one(list(range(LONG_CHAIN)))  # right chain
+    one(list(range(LONG_CHAIN, 0, -1)))  # left chain
+    one([k for i in range(LONG_CHAIN // 2) for k in (i, LONG_CHAIN - i)])  # zigzag
+
+
+def prop_tree_unchanged(impl) -> None:
+    """After a full traversal every pointer of the tree is as it was (Morris must undo its threads)."""
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys: list[int]) -> None:
+        root = bst_from_keys(keys)
+        before = snapshot(root)
+        _drain(impl(root), len(keys))
+        after = snapshot(root)
+        assert before == after, f"keys inserted in order {keys}; the tree's pointers differ after a full traversal"
+
+    check()
+
+
+def prop_lazy_constructor(impl) -> None:
+    """The constructor does O(h) work, not O(n): at most ``2h + 2`` pointer reads
+    (the O(h)-memory follow-up of LeetCode 173; a flatten-in-constructor iterator fails it)."""
+
+    @settings(deadline=None)
+    @given(bst_keys())
+    def check(keys: list[int]) -> None:
+        plain = bst_from_keys(keys)
+        h = height(plain)
+        root, counter = counting_copy(plain)
+        impl(root)
+        bound = SPINE_READS * h + 2
+        assert counter["reads"] <= bound, (
+            f"keys inserted in order {keys} (height {h}, tree {describe(plain)}); expected at most "
+            f"{bound} pointer reads in the constructor; got {counter['reads']}"
+        )
+
+    check()
+
+
+ALL = [
+    prop_empty_tree,
+    prop_ascending_order,
+    prop_has_next_consistency,
+    prop_amortised_pushes,
+    prop_tree_unchanged,
+    prop_lazy_constructor,
+]
+
+__all__ = [p.__name__ for p in ALL] + ["ALL"]
