@@ -66,14 +66,14 @@ def pytest_command(root: Path, out: Path, claim_ids: set[str] | None, jobs: int,
 
 def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device: str = "auto",
         jobs: int = 1, timeout: int = 300, extra_pytest_args: list[str] | None = None,
-        on_progress=None) -> VerifyResult:
+        on_progress=None, report_file: Path | None = None) -> VerifyResult:
     """Run the verifiers of ``claim_ids`` (all when None), merge and write the report."""
     digest = inputs_digest(root)
     selected = set(claim_ids) if claim_ids is not None else {c.id for _, c in kb.claims()}
     env = dict(os.environ, MIANJING_DEVICE=device, PYTHONUNBUFFERED="1")
     build = root / "build"
     build.mkdir(parents=True, exist_ok=True)
-    log_path = build / "verify.log"
+    log_path = (report_file.parent if report_file else build) / "verify.log"
     result = VerifyResult(log_path=log_path)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mianjing-verify-") as tmp:
@@ -114,7 +114,7 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
             ran[cid] = dict(rec, inputs_digest=digest, environment=environment)
     result.claims = {c: ran[c] for c in selected}
 
-    path = report_path(root)
+    path = report_file or report_path(root)
     try:
         old = load_report(path)
     except ReportError:
