@@ -50,7 +50,7 @@ def claim_ids(item: pytest.Item) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = config.getoption("--mianjing-claims")
-    if not wanted:
+    if wanted is None:
         return
     chosen = set(filter(None, wanted.split(",")))
     keep, drop = [], []

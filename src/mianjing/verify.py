@@ -69,7 +69,9 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
         on_progress=None, report_file: Path | None = None) -> VerifyResult:
     """Run the verifiers of ``claim_ids`` (all when None), merge and write the report."""
     digest = inputs_digest(root)
-    selected = set(claim_ids) if claim_ids is not None else {c.id for _, c in kb.claims()}
+    # Citations and opinions are settled by their text; only executable claims are expected to run.
+    executable = {c.id for _, c in kb.claims() if c.needs_verifier}
+    selected = (set(claim_ids) if claim_ids is not None else executable) & executable
     env = dict(os.environ, MIANJING_DEVICE=device, PYTHONUNBUFFERED="1")
     build = root / "build"
     build.mkdir(parents=True, exist_ok=True)
@@ -78,7 +80,8 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="mianjing-verify-") as tmp:
         out = Path(tmp) / "claims.json"
-        cmd = pytest_command(root, out, claim_ids, jobs, timeout, extra_pytest_args or [])
+        cmd = pytest_command(root, out, selected if claim_ids is not None else None, jobs, timeout,
+                             extra_pytest_args or [])
         with open(log_path, "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -125,6 +128,7 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
     merged.update(ran)
     known = {c.id for _, c in kb.claims()}
     merged = {c: r for c, r in sorted(merged.items()) if c in known}
+    executable_known = known & executable
     report = {
         "format": FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -132,7 +136,7 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
         "environment": environment,
         "wall": round(result.wall, 2),
         "claims": merged,
-        "summary": summarise({c: merged.get(c, {"outcome": "not-run"}) for c in known}),
+        "summary": summarise({c: merged.get(c, {"outcome": "not-run"}) for c in executable_known}),
     }
     write_json_atomic(path, report)
     result.report = report
