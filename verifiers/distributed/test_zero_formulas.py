@@ -1,0 +1,270 @@
+"""Symbolic and numeric checks of the ZeRO memory formulas, the paper's Table 1, ring costs and
+Korthikanti's activation formula.
+
+Oracles: sympy limits and inequalities; every cell of the ZeRO paper's Table 1 transcribed from
+the paper (``impls/distributed/zero_paper_table1.json``) at its printed precision; an
+element-by-element simulation of the ring algorithm; the paper's printed closed forms for
+activations, entered here independently of the component list in ``memory.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from impls.distributed import memory as M
+
+MIXED = {M.p: 2, M.g: 2, M.K: 12}  # mixed-precision Adam
+GB = 10**9
+
+
+def _factor(stage: str, n) -> sp.Expr:
+    return sp.nsimplify(M.reduction_factor(stage).subs(MIXED).subs(M.N, n))
+
+
+def _gb(stage: str, psi, n) -> sp.Expr:
+    return sp.nsimplify(M.model_state_bytes(stage).subs(MIXED).subs({M.Psi: psi, M.N: n})) / GB
+
+
+@pytest.mark.claim("zero.mixed-adam-16-bytes-7b")
+def test_sixteen_bytes_per_param_7b(evidence):
+    per_param = sp.nsimplify(M.model_state_bytes("dp").subs(MIXED) / M.Psi)
+    assert per_param == 2 + 2 + 4 + 4 + 4 == 16
+    total = 7 * 10**9 * per_param
+    assert total == 112 * GB
+    gib = float(total) / 2**30
+    assert gib == pytest.approx(104.31, abs=0.01)      # 112 GB is decimal GB, not GiB
+    evidence.update(bytes_per_param=16, gb=112, gib=round(gib, 2))
+
+
+def _llama7b_activations(seq: int = 4096, mb: int = 1) -> float:
+    """Korthikanti Eq. (1) for a 7B Llama-like model (h=4096, a=32, 32 layers), no recompute."""
+    return 32 * M.activation_bytes_num(seq, mb, 4096, 32) / GB
+
+
+@pytest.mark.claim("zero.optimizer-share-75")
+def test_optimizer_share(evidence):
+    share = sp.nsimplify((M.model_state_terms("dp")["optimizer"] / M.model_state_bytes("dp")).subs(MIXED))
+    assert share == sp.Rational(3, 4)
+    z1 = {n: float((M.model_state_terms("zero1")["optimizer"] / M.model_state_bytes("zero1")).subs(MIXED).subs(M.N, n))
+          for n in (8, 64)}
+    assert z1[8] < 0.3 and z1[64] < 0.05
+    act = _llama7b_activations()
+    with_act = 84 / (112 + act)
+    assert with_act < 0.5
+    evidence.update(share_of_model_states=0.75, share_under_zero1=z1,
+                    llama7b_activations_gb_s4096_b1=round(act, 1),
+                    share_including_activations=round(with_act, 3),
+                    counterexample={"model": "7B, s=4096, b=1, no recompute", "optimizer_gb": 84,
+                                    "model_states_gb": 112, "activations_gb": round(act, 1),
+                                    "optimizer_share": round(with_act, 3)})
+
+
+@pytest.mark.claim("zero.stage1-4x")
+def test_zero1_factor(evidence):
+    f = M.reduction_factor("zero1").subs(MIXED)
+    assert sp.limit(f, M.N, sp.oo) == 4
+    assert sp.simplify(sp.diff(f, M.N)) .subs(M.N, 5) > 0          # grows with N towards 4
+    table = {n: float(_factor("zero1", n)) for n in (1, 2, 4, 8, 16, 64, 1024)}
+    assert _factor("zero1", 2) == sp.Rational(8, 5)               # 16 / (4 + 12/2)
+    assert all(v < 4 for v in table.values())
+    evidence.update(factor_by_n=table, counterexample={"N_d": 2, "factor": 1.6})
+
+
+@pytest.mark.claim("zero.stage1-84-to-42")
+def test_zero1_84_to_42(evidence):
+    psi = 7 * 10**9
+    opt_dp = sp.nsimplify(M.model_state_terms("dp")["optimizer"].subs(MIXED).subs(M.Psi, psi)) / GB
+    assert opt_dp == 84                                           # 84 GB is the optimizer state alone
+    per_card = {n: float(_gb("zero1", psi, n)) for n in (1, 2, 4, 8)}
+    assert per_card[1] == 112 and per_card[2] == 70 and per_card[8] == 38.5
+    assert 42 not in per_card.values()
+    evidence.update(per_card_gb=per_card, counterexample={"N_d": 2, "dp_gb": 112, "zero1_gb": 70,
+                                                          "optimizer_only_gb": [84, 42]})
+
+
+@pytest.mark.claim("zero.stage2-8x-28gb")
+def test_zero2_8x_28gb(evidence):
+    psi = 7 * 10**9
+    f = M.reduction_factor("zero2").subs(MIXED)
+    assert sp.limit(f, M.N, sp.oo) == 8
+    per_card = {n: float(_gb("zero2", psi, n)) for n in (2, 4, 8, 64)}
+    factors = {n: float(_factor("zero2", n)) for n in (2, 4, 8, 64)}
+    assert per_card[8] == 26.25 and factors[8] == pytest.approx(4.267, abs=1e-3)
+    assert 112 / 8 == 14 != 28                                    # "8x" and "28 GB" contradict each other
+    assert sp.limit(_gb("zero2", psi, M.N), M.N, sp.oo) == 14
+    evidence.update(per_card_gb=per_card, factor_by_n=factors,
+                    counterexample={"N_d": 8, "zero2_gb": 26.25, "factor": round(factors[8], 3),
+                                    "note": "112/8 = 14 GB, so '8x' and '28 GB' cannot both hold"})
+
+
+@pytest.mark.claim("zero.stage3-nx")
+def test_zero3_factor(evidence):
+    assert sp.simplify(M.reduction_factor("zero3") - M.N) == 0     # exactly N for model states
+    psi, n = 7 * 10**9, 8
+    act = _llama7b_activations()
+    states = float(_gb("zero3", psi, n))
+    overall = (112 + act) / (states + act)
+    assert overall < n / 2
+    evidence.update(model_state_factor="N", llama7b_n8={"model_states_gb": states, "activations_gb": round(act, 1),
+                                                        "overall_factor": round(overall, 2)})
+
+
+@pytest.mark.claim("zero.stage3-most-traffic-least-memory")
+def test_zero3_order(evidence):
+    vols = {st_: M.comm_volume_total(st_) for st_ in M.STAGES}
+    assert vols["zero3"] == 3 * M.Psi and all(vols[s] == 2 * M.Psi for s in ("dp", "zero1", "zero2"))
+    mem = {st_: M.model_state_bytes(st_).subs(MIXED) for st_ in M.STAGES}
+    n = sp.Symbol("n", integer=True)
+    for lo, hi in (("zero3", "zero2"), ("zero2", "zero1"), ("zero1", "dp")):
+        diff = sp.simplify((mem[hi] - mem[lo]).subs(M.N, n + 2))   # N >= 2
+        assert sp.ask(sp.Q.positive(diff), sp.Q.positive(M.Psi) & sp.Q.nonnegative(n)) is not False
+        for k in range(2, 70):
+            assert (mem[hi] - mem[lo]).subs({M.N: k, M.Psi: 1}) > 0
+    evidence.update(volume_units_of_psi={s_: str(v / M.Psi) for s_, v in vols.items()})
+
+
+@pytest.mark.claim("zero.reductions-any-n")
+def test_reductions_depend_on_n(evidence):
+    rows = {n: {"zero1": round(float(_factor("zero1", n)), 3), "zero2": round(float(_factor("zero2", n)), 3)}
+            for n in (2, 4, 8, 16, 64)}
+    assert rows[4]["zero1"] == pytest.approx(16 / 7, abs=1e-3) and rows[8]["zero2"] == pytest.approx(64 / 15, abs=1e-3)
+    assert all(r["zero1"] < 4 and r["zero2"] < 8 for r in rows.values())
+    evidence.update(factors=rows, counterexample={"N_d": 8, "zero1": rows[8]["zero1"], "zero2": rows[8]["zero2"]})
+
+
+TABLE = Path(__file__).resolve().parents[2] / "impls" / "distributed" / "zero_paper_table1.json"
+
+
+def _matches_printed(printed: float, exact: float) -> str | None:
+    """'rounded' / 'truncated' if ``printed`` is ``exact`` at the printed precision, else None."""
+    shown = Decimal(str(printed))
+    q = Decimal(1).scaleb(min(shown.as_tuple().exponent, 0))
+    ex = Decimal(repr(float(exact)))
+    if ex.quantize(q, rounding=ROUND_HALF_UP) == shown:
+        return "rounded"
+    if ex.quantize(q, rounding=ROUND_DOWN) == shown:
+        return "truncated"
+    return None
+
+
+@pytest.mark.claim("zero.paper-table1")
+def test_paper_table1_every_cell(evidence):
+    data = json.loads(TABLE.read_text())
+    stages = ("zero1", "zero2", "zero3")
+    truncated, checked = [], 0
+    for model, rows in data["rows"].items():
+        psi = data["psi"][model]
+        for n, printed in rows.items():
+            for st_, cell in zip(stages, printed):
+                exact = M.model_state_bytes_num(st_, psi, int(n)) / GB
+                how = _matches_printed(cell, exact)
+                assert how, f"{model} N_d={n} {st_}: paper {cell}, formula {exact}"
+                checked += 1
+                if how == "truncated":
+                    truncated.append({"model": model, "N_d": int(n), "stage": st_, "printed": cell, "exact": exact})
+    assert checked == 54
+    # the worked example of §5 / Figure 1
+    ex = [M.model_state_bytes_num(s_, 7.5e9, 64) / GB for s_ in M.STAGES]
+    assert ex == [120.0, 31.40625, 16.640625, 1.875]
+    evidence.update(cells_checked=checked, truncated_cells=truncated, worked_example_gb=ex)
+
+
+# --------------------------------------------------------------------- ring collectives
+def _simulate_ring(values: list[list[float]], phases: str = "rs+ag"):
+    """Element-level ring simulation: returns (per-rank result buffers, elements sent per rank)."""
+    n, size = len(values), len(values[0])
+    bounds = [(size * i) // n for i in range(n + 1)]          # chunk i = [bounds[i], bounds[i+1])
+    buf = [list(v) for v in values]
+    sent = [0] * n
+    if "rs" in phases:
+        for k in range(n - 1):
+            msgs = []
+            for r in range(n):
+                c = (r - k) % n
+                msgs.append(((r + 1) % n, c, buf[r][bounds[c]:bounds[c + 1]]))
+                sent[r] += bounds[c + 1] - bounds[c]
+            for dst, c, data in msgs:
+                for j, x in enumerate(data):
+                    buf[dst][bounds[c] + j] += x
+    if "ag" in phases:
+        start = 1 if "rs" in phases else 0                      # after RS rank r owns chunk r+1
+        for k in range(n - 1):
+            msgs = []
+            for r in range(n):
+                c = (r + start - k) % n
+                msgs.append(((r + 1) % n, c, buf[r][bounds[c]:bounds[c + 1]]))
+                sent[r] += bounds[c + 1] - bounds[c]
+            for dst, c, data in msgs:
+                buf[dst][bounds[c]:bounds[c + 1]] = data
+    return buf, sent
+
+
+@pytest.mark.claim("zero.ring-collective-cost")
+@given(n=st.integers(2, 8), size=st.integers(1, 120), seed=st.integers(0, 10**6))
+def test_ring_all_reduce_cost_property(n, size, seed):
+    import random
+
+    rng = random.Random(seed)
+    vals = [[rng.randint(-9, 9) for _ in range(size)] for _ in range(n)]
+    out, sent = _simulate_ring(vals)
+    total = [sum(col) for col in zip(*vals)]
+    assert all(o == total for o in out), (n, size)
+    assert sum(sent) == 2 * (n - 1) * size, (n, size, sent)            # mean 2(N-1)/N·S
+    if size % n == 0:
+        assert sent == [2 * (n - 1) * size // n] * n
+        assert sent[0] == M.ring_bytes_sent("all_reduce", sp.Integer(size), sp.Integer(n))
+    _, rs = _simulate_ring(vals, "rs")
+    _, ag = _simulate_ring(vals, "ag")
+    assert sum(rs) == sum(ag) == (n - 1) * size
+    if size % n == 0:
+        assert rs[0] == M.ring_bytes_sent("reduce_scatter", sp.Integer(size), sp.Integer(n)) == ag[0]
+
+
+@pytest.mark.claim("zero.ring-collective-cost")
+def test_ring_formula_evidence(evidence):
+    S, n = sp.symbols("S n", positive=True)
+    assert sp.simplify(M.ring_bytes_sent("all_reduce", S, n) - 2 * M.ring_bytes_sent("reduce_scatter", S, n)) == 0
+    _, sent = _simulate_ring([[1.0] * 1000] * 8)
+    assert sent == [1750] * 8
+    evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1])
+
+
+# ------------------------------------------------------------------------- activations
+@pytest.mark.claim("zero.activation-memory-eq1")
+def test_activation_eq1(evidence):
+    s, b, h, a = M.s, M.b, M.h, M.a
+    paper_eq1 = s * b * h * (34 + 5 * a * s / h)
+    got = M.activation_bytes(dropout_mask_bytes=1)
+    assert sp.simplify(got - paper_eq1) == 0
+    # with the mask size as a parameter the formula moves: 2-byte masks give sbh(36 + 6as/h)
+    assert sp.simplify(M.activation_bytes(dropout_mask_bytes=2) - s * b * h * (36 + 6 * a * s / h)) == 0
+    terms = M.activation_terms(1)
+    attn = sum(v for k, v in terms.items() if k.startswith("attn")) + terms["layernorm_inputs"] / 2
+    mlp = sum(v for k, v in terms.items() if k.startswith("mlp")) + terms["layernorm_inputs"] / 2
+    assert sp.simplify(attn - (11 * s * b * h + 5 * a * s**2 * b + 2 * s * b * h)) == 0   # §4.1: 11sbh+5as²b (+LN)
+    assert sp.simplify(mlp - (19 * s * b * h + 2 * s * b * h)) == 0                       # §4.1: 19sbh (+LN)
+    gb = M.activation_bytes_num(2048, 1, 12288, 96) / GB
+    evidence.update(per_layer_gb_gpt3_175b_s2048_b1=round(gb, 3), share_of_attention_core=round(
+        float((5 * a * s / h / (34 + 5 * a * s / h)).subs({a: 96, s: 2048, h: 12288})), 3))
+
+
+@pytest.mark.claim("zero.activation-parallel-variants")
+def test_activation_variants():
+    s, b, h, a, t = M.s, M.b, M.h, M.a, M.t
+    printed = {  # Korthikanti et al. 2022: §4.2 (tensor, tensor+sequence), §5 (selective, full recompute)
+        ("tensor", "none"): s * b * h * (10 + 24 / t + 5 * a * s / (h * t)),
+        ("tensor+sequence", "none"): s * b * h / t * (34 + 5 * a * s / h),
+        ("tensor+sequence", "selective"): 34 * s * b * h / t,
+        ("none", "full"): 2 * s * b * h,
+    }
+    for (par, rec), expr in printed.items():
+        assert sp.simplify(M.activation_bytes(par, rec, 1) - expr) == 0, (par, rec)
+    with pytest.raises(ValueError):
+        M.activation_bytes("pipeline")
