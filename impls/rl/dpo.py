@@ -1,0 +1,78 @@
+"""DPO (Rafailov et al. 2023, arXiv 2305.18290) and the KL-regularised optimum it rests on.
+
+The KL-regularised RLHF objective, for one prompt x,
+
+$$\\max_\\pi\\ \\mathbb{E}_{y\\sim\\pi}[r(x,y)] - \\beta\\,\\mathrm{KL}(\\pi(\\cdot\\mid x)\\,\\|\\,\\pi_{ref}(\\cdot\\mid x))$$
+
+has the closed-form optimum $\\pi^*(y\\mid x) = \\pi_{ref}(y\\mid x)\\exp(r(x,y)/\\beta)/Z(x)$. Solving for
+$r = \\beta\\log\\frac{\\pi^*}{\\pi_{ref}} + \\beta\\log Z(x)$ and putting it into the Bradley-Terry
+likelihood (where $Z$ cancels) gives the DPO loss
+
+$$L = -\\log\\sigma\\Big(\\beta\\log\\frac{\\pi_\\theta(y_w)}{\\pi_{ref}(y_w)} - \\beta\\log\\frac{\\pi_\\theta(y_l)}{\\pi_{ref}(y_l)}\\Big).$$
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from impls.rl.masking import reduce_dtype
+
+__all__ = ["dpo_implicit_rewards", "dpo_loss", "kl_regularised_optimum", "solve_kl_regularised_policy"]
+
+
+def dpo_implicit_rewards(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float) -> torch.Tensor:
+    """$\\hat r(x, y) = \\beta(\\log\\pi_\\theta(y\\mid x) - \\log\\pi_{ref}(y\\mid x))$ in fp32 (fp64 stays fp64)."""
+    dt = reduce_dtype(torch.promote_types(policy_logps.dtype, ref_logps.dtype))
+    return beta * (policy_logps.to(dt) - ref_logps.to(dt))
+
+
+def dpo_loss(
+    policy_chosen_logps: torch.Tensor,
+    policy_rejected_logps: torch.Tensor,
+    ref_chosen_logps: torch.Tensor,
+    ref_rejected_logps: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """Mean DPO loss over the batch: $-\\log\\sigma(\\hat r_w - \\hat r_l)$.
+
+    Inputs are ``[B]`` sequence log-probabilities (sum of token log-probs of each response).
+    """
+    shapes = {t.shape for t in (policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)}
+    if len(shapes) != 1:
+        raise ValueError(f"all four log-prob tensors must have the same shape, got {sorted(map(tuple, shapes))}")
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+    margin = dpo_implicit_rewards(policy_chosen_logps, ref_chosen_logps, beta) - dpo_implicit_rewards(
+        policy_rejected_logps, ref_rejected_logps, beta
+    )
+    return -F.logsigmoid(margin).mean()
+
+
+def kl_regularised_optimum(pi_ref: torch.Tensor, reward: torch.Tensor, beta: float) -> torch.Tensor:
+    """Closed form $\\pi^* = \\pi_{ref}\\exp(r/\\beta)/Z$ over the last dimension (discrete responses)."""
+    return torch.softmax(torch.log(pi_ref) + reward / beta, dim=-1)
+
+
+def solve_kl_regularised_policy(
+    pi_ref: torch.Tensor, reward: torch.Tensor, beta: float, steps: int = 200
+) -> torch.Tensor:
+    """Numerical maximiser of $\\sum_y \\pi(y) r(y) - \\beta\\sum_y \\pi(y)\\log\\frac{\\pi(y)}{\\pi_{ref}(y)}$
+    over the simplex, by L-BFGS on softmax logits in fp64 started from uniform logits.
+    It never uses the closed form, so the two can be compared."""
+    pi_ref = pi_ref.double()
+    reward = reward.double()
+    logits = torch.zeros_like(pi_ref, requires_grad=True)
+    opt = torch.optim.LBFGS([logits], lr=1.0, max_iter=steps, tolerance_grad=1e-12, tolerance_change=1e-15,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        logpi = torch.log_softmax(logits, dim=-1)
+        pi = logpi.exp()
+        objective = (pi * reward).sum() - beta * (pi * (logpi - torch.log(pi_ref))).sum()
+        (-objective).backward()
+        return -objective
+
+    opt.step(closure)
+    return torch.softmax(logits.detach(), dim=-1)

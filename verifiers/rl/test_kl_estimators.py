@@ -1,0 +1,157 @@
+"""KL(pi || pi_ref) estimators k1, k2, k3: values and gradients, settled by exact enumeration
+over small categoricals (fp64) and autograd of the exact expected loss."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+import torch
+from torch.distributions import Categorical, kl_divergence
+
+from impls.rl.kl import kl_estimate
+from verifiers.katas import kl_estimate as kata
+
+F64 = torch.float64
+
+
+def _pair(seed: int, k: int = 6, scale: float = 1.0):
+    g = torch.Generator().manual_seed(seed)
+    theta = torch.randn(k, generator=g, dtype=torch.float64) * scale
+    theta_ref = torch.randn(k, generator=g, dtype=torch.float64) * scale
+    return theta, theta_ref
+
+
+def _expect(p: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    return (p * values).sum()
+
+
+@pytest.mark.claim("kl.k1.unbiased-can-be-negative")
+def test_k1_unbiased_but_negative(evidence):
+    kata.prop_k1_k3_unbiased(kl_estimate)
+    worst = 0.0
+    for seed in range(20):
+        theta, theta_ref = _pair(seed)
+        p, q = torch.softmax(theta, -1), torch.softmax(theta_ref, -1)
+        k1 = kl_estimate(p.log(), q.log(), "k1")
+        exact = kl_divergence(Categorical(probs=p), Categorical(probs=q))
+        worst = max(worst, abs(float(_expect(p, k1) - exact)))
+        assert bool((k1 < 0).any()), "a token with pi < pi_ref must give a negative k1"
+    assert worst < 1e-12
+    theta, theta_ref = _pair(0)
+    p, q = torch.softmax(theta, -1), torch.softmax(theta_ref, -1)
+    k1 = kl_estimate(p.log(), q.log(), "k1")
+    i = int(torch.argmin(k1))
+    evidence["max_abs_bias"] = worst
+    evidence["counterexample"] = {"pi(a)": float(p[i]), "pi_ref(a)": float(q[i]), "k1(a)": float(k1[i])}
+
+
+@pytest.mark.claim("kl.k3.unbiased-nonnegative")
+def test_k3_unbiased_nonnegative_full_support_only(evidence):
+    # never negative: f(x) = x - 1 - log x has f(1) = 0, f'(1) = 0, f'' = 1/x^2 > 0 on x > 0 (sympy)
+    x = sp.symbols("x", positive=True)
+    f = x - 1 - sp.log(x)
+    assert f.subs(x, 1) == 0 and sp.diff(f, x).subs(x, 1) == 0
+    assert sp.simplify(sp.diff(f, x, 2) - 1 / x**2) == 0
+    kata.prop_k2_k3_nonnegative(kl_estimate)
+    kata.prop_k1_k3_unbiased(kl_estimate)
+    # the condition the claim leaves out: pi_ref must put no mass where pi has none
+    p = torch.tensor([0.5, 0.5, 0.0], dtype=F64)
+    q = torch.tensor([0.4, 0.3, 0.3], dtype=F64)
+    support = p > 0
+    k3 = kl_estimate(p[support].log(), q[support].log(), "k3")
+    e_k3 = float(_expect(p[support], k3))
+    exact = float((p[support] * (p[support] / q[support]).log()).sum())
+    missing = float(q[~support].sum())
+    assert abs(e_k3 - (exact - missing)) < 1e-12 and e_k3 < exact - 0.1
+    evidence["counterexample"] = {"pi": p.tolist(), "pi_ref": q.tolist(), "E[k3]": e_k3, "KL": exact,
+                                  "bias": e_k3 - exact}
+
+
+@pytest.mark.claim("kl.k2.biased-low-variance")
+def test_k2_biased_lower_variance_near_ref(evidence):
+    ratios, biases = [], []
+    for seed in range(20):
+        theta, theta_ref = _pair(seed, scale=0.3)  # pi close to pi_ref
+        p, q = torch.softmax(theta, -1), torch.softmax(theta_ref, -1)
+        exact = float(kl_divergence(Categorical(probs=p), Categorical(probs=q)))
+        k1 = kl_estimate(p.log(), q.log(), "k1")
+        k2 = kl_estimate(p.log(), q.log(), "k2")
+        var = lambda k: float(_expect(p, (k - _expect(p, k)) ** 2))  # noqa: E731
+        biases.append(float(_expect(p, k2)) - exact)
+        ratios.append(var(k2) / var(k1))
+    assert all(abs(b) > 1e-9 for b in biases), "k2 should be biased"
+    assert max(ratios) < 0.5, ratios
+    evidence["max_relative_variance_k2_over_k1"] = max(ratios)
+    evidence["bias_range"] = [min(biases), max(biases)]
+
+
+def _expected_pathwise_grad(theta, theta_ref, kind):
+    """E_{a~pi}[grad_theta k(a)] with the sample a held fixed (no score-function term)."""
+    th = theta.clone().requires_grad_(True)
+    logp = torch.log_softmax(th, -1)
+    logq = torch.log_softmax(theta_ref, -1)
+    k = kl_estimate(logp, logq, kind)
+    (logp.exp().detach() * k).sum().backward()
+    return th.grad
+
+
+def _grad_of(fn, theta):
+    th = theta.clone().requires_grad_(True)
+    fn(th).backward()
+    return th.grad
+
+
+def _kl_forward(th, theta_ref):  # KL(pi || pi_ref)
+    logp, logq = torch.log_softmax(th, -1), torch.log_softmax(theta_ref, -1)
+    return (logp.exp() * (logp - logq)).sum()
+
+
+def _kl_reverse(th, theta_ref):  # KL(pi_ref || pi)
+    logp, logq = torch.log_softmax(th, -1), torch.log_softmax(theta_ref, -1)
+    return (logq.exp() * (logq - logp)).sum()
+
+
+@pytest.mark.claim("kl.k3-loss.gradient-is-reverse-kl")
+def test_k3_as_loss_gives_reverse_kl_gradient(evidence):
+    worst_fwd_gap, worst_rev_err = 0.0, 0.0
+    for seed in range(10):
+        theta, theta_ref = _pair(seed)
+        g = _expected_pathwise_grad(theta, theta_ref, "k3")
+        g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
+        g_rev = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)
+        worst_rev_err = max(worst_rev_err, float((g - g_rev).abs().max()))
+        worst_fwd_gap = max(worst_fwd_gap, float((g - g_fwd).abs().max()))
+    assert worst_rev_err < 1e-12
+    assert worst_fwd_gap > 1e-2
+    theta, theta_ref = _pair(0)
+    evidence["counterexample"] = {
+        "theta": theta.tolist(), "theta_ref": theta_ref.tolist(),
+        "E[grad k3]": _expected_pathwise_grad(theta, theta_ref, "k3").tolist(),
+        "grad KL(pi||pi_ref)": _grad_of(lambda t: _kl_forward(t, theta_ref), theta).tolist(),
+    }
+    evidence["max_abs_error_vs_reverse_kl_grad"] = worst_rev_err
+
+
+@pytest.mark.claim("kl.k2-loss.gradient-unbiased")
+def test_k2_as_loss_gives_forward_kl_gradient(evidence):
+    worst = 0.0
+    for seed in range(10):
+        theta, theta_ref = _pair(seed)
+        g = _expected_pathwise_grad(theta, theta_ref, "k2")
+        g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
+        assert float(g_fwd.abs().max()) > 1e-3
+        worst = max(worst, float((g - g_fwd).abs().max()))
+    assert worst < 1e-12
+    evidence["max_abs_error"] = worst
+
+
+@pytest.mark.claim("kl.k1-loss.zero-gradient")
+def test_k1_as_loss_has_zero_expected_gradient(evidence):
+    worst, kl_grad = 0.0, 0.0
+    for seed in range(10):
+        theta, theta_ref = _pair(seed)
+        worst = max(worst, float(_expected_pathwise_grad(theta, theta_ref, "k1").abs().max()))
+        kl_grad = max(kl_grad, float(_grad_of(lambda t: _kl_forward(t, theta_ref), theta).abs().max()))
+    assert worst < 1e-12 and kl_grad > 1e-2
+    evidence["max_abs_expected_grad"] = worst
+    evidence["max_abs_true_kl_grad"] = kl_grad
