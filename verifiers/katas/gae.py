@@ -1,0 +1,131 @@
+"""Kata properties for ``gae(rewards, values, mask, gamma, lam) -> (advantages, returns)``.
+
+Inputs are right-padded ``[B, T]`` batches; mask 1 marks response tokens; the value after the
+last response token is 0. Oracle: the closed form written as an explicit double sum in plain
+Python floats,  A_t = sum_{k=t}^{L-1} (gamma*lam)^(k-t) * delta_k,
+delta_k = r_k + gamma * V_{k+1} * [k+1 < L] - V_k,  returns = A + V  (0 on padding).
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+_val = st.floats(min_value=-3, max_value=3, allow_nan=False, allow_subnormal=False)
+_unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+TOL = 1e-9
+
+
+@st.composite
+def padded_batch(draw, b_max: int = 4, t_max: int = 6):
+    """(rewards, values, lengths, T) as python lists; row i has lengths[i] response tokens."""
+    B = draw(st.integers(1, b_max))
+    T = draw(st.integers(1, t_max))
+    lengths = draw(st.lists(st.integers(0, T), min_size=B, max_size=B))
+    rewards = draw(st.lists(st.lists(_val, min_size=T, max_size=T), min_size=B, max_size=B))
+    values = draw(st.lists(st.lists(_val, min_size=T, max_size=T), min_size=B, max_size=B))
+    return rewards, values, lengths, T
+
+
+def _tensors(rewards, values, lengths, T):
+    r = torch.tensor(rewards, dtype=torch.float64)
+    v = torch.tensor(values, dtype=torch.float64)
+    mask = torch.zeros_like(r)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1.0
+    return r, v, mask
+
+
+def oracle_gae(rewards, values, lengths, gamma, lam):
+    """Double sum over k >= t within the response; plain floats, no recursion."""
+    advs, rets = [], []
+    for r, v, L in zip(rewards, values, lengths):
+        T = len(r)
+        delta = [r[k] + (gamma * v[k + 1] if k + 1 < L else 0.0) - v[k] for k in range(L)]
+        a = [sum((gamma * lam) ** (k - t) * delta[k] for k in range(t, L)) for t in range(L)]
+        advs.append(a + [0.0] * (T - L))
+        rets.append([a[t] + v[t] for t in range(L)] + [0.0] * (T - L))
+    return advs, rets
+
+
+def oracle_mc_return(rewards, lengths, gamma):
+    out = []
+    for r, L in zip(rewards, lengths):
+        out.append([sum(gamma ** (k - t) * r[k] for k in range(t, L)) for t in range(L)] + [0.0] * (len(r) - L))
+    return out
+
+
+def _close(got: torch.Tensor, want, what: str, inputs: dict) -> None:
+    want_t = torch.tensor(want, dtype=torch.float64)
+    got64 = got.detach().to("cpu", torch.float64)
+    if got64.shape != want_t.shape or not torch.allclose(got64, want_t, atol=TOL, rtol=1e-7):
+        raise AssertionError(f"{what} wrong\n  inputs: {inputs}\n  expected: {want}\n  got: {got64.tolist()}")
+
+
+def prop_matches_double_sum(impl) -> None:
+    """Advantages and returns equal the explicit double sum; padded positions are 0."""
+
+    @given(padded_batch(), _unit, _unit)
+    def check(batch, gamma, lam):
+        rewards, values, lengths, T = batch
+        r, v, mask = _tensors(*batch)
+        adv, ret = impl(r, v, mask, gamma, lam)
+        want_a, want_r = oracle_gae(rewards, values, lengths, gamma, lam)
+        inputs = dict(rewards=rewards, values=values, lengths=lengths, gamma=gamma, lam=lam)
+        _close(adv, want_a, "advantages", inputs)
+        _close(ret, want_r, "returns", inputs)
+
+    check()
+
+
+def prop_padding_ignored(impl) -> None:
+    """Whatever sits in padded slots (here: huge numbers) does not change any output."""
+
+    @given(padded_batch(), _unit, _unit)
+    def check(batch, gamma, lam):
+        r, v, mask = _tensors(*batch)
+        adv, ret = impl(r, v, mask, gamma, lam)
+        junk = torch.where(mask > 0, 0.0, 1e6)
+        adv2, ret2 = impl(r + junk, v - junk, mask, gamma, lam)
+        inputs = dict(rewards=batch[0], values=batch[1], lengths=batch[2], gamma=gamma, lam=lam)
+        if not (torch.allclose(adv.double(), adv2.double(), atol=TOL) and torch.allclose(ret.double(), ret2.double(), atol=TOL)):
+            raise AssertionError(f"padding leaked into the result\n  inputs: {inputs}\n"
+                                 f"  expected: {adv.tolist()}\n  got (junk in padding): {adv2.tolist()}")
+
+    check()
+
+
+def prop_lambda_zero_is_td(impl) -> None:
+    """lam = 0: A_t = delta_t = r_t + gamma V_{t+1} - V_t (V after the last token is 0)."""
+
+    @given(padded_batch(), _unit)
+    def check(batch, gamma):
+        rewards, values, lengths, T = batch
+        r, v, mask = _tensors(*batch)
+        adv, _ = impl(r, v, mask, gamma, 0.0)
+        want = [[(rw[k] + (gamma * vv[k + 1] if k + 1 < L else 0.0) - vv[k]) if k < L else 0.0 for k in range(T)]
+                for rw, vv, L in zip(rewards, values, lengths)]
+        _close(adv, want, "lambda=0 advantages (TD residual)",
+               dict(rewards=rewards, values=values, lengths=lengths, gamma=gamma))
+
+    check()
+
+
+def prop_lambda_one_is_mc(impl) -> None:
+    """lam = 1: A_t = G_t - V_t with G_t the discounted reward-to-go."""
+
+    @given(padded_batch(), _unit)
+    def check(batch, gamma):
+        rewards, values, lengths, T = batch
+        r, v, mask = _tensors(*batch)
+        adv, _ = impl(r, v, mask, gamma, 1.0)
+        G = oracle_mc_return(rewards, lengths, gamma)
+        want = [[(G[i][k] - values[i][k]) if k < lengths[i] else 0.0 for k in range(T)] for i in range(len(rewards))]
+        _close(adv, want, "lambda=1 advantages (MC return - V)",
+               dict(rewards=rewards, values=values, lengths=lengths, gamma=gamma))
+
+    check()
+
+
+ALL = [prop_matches_double_sum, prop_padding_ignored, prop_lambda_zero_is_td, prop_lambda_one_is_mc]

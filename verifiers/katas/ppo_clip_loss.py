@@ -1,0 +1,136 @@
+"""Kata properties for ``ppo_clip_loss(logp, logp_old, advantages, mask, clip_low=0.2,
+clip_high=None, dual_clip=None, agg="token-mean") -> (loss, stats)`` (a bare loss is accepted too).
+
+Oracle, in plain Python floats: r_t = exp(logp_t - logp_old_t),
+loss = -sum_t m_t * min(r_t A_t, clip(r_t, 1-eps_low, 1+eps_high) A_t) / sum_t m_t, and its
+hand-derived gradient d loss / d logp_t = -(m_t / sum m) * r_t * A_t where the unclipped branch
+is active, 0 where the clipped one is (A>0, r>1+eps_high or A<0, r<1-eps_low).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+_lp = st.floats(min_value=-3.0, max_value=-0.05, allow_nan=False)
+_shift = st.floats(min_value=-0.6, max_value=0.6, allow_nan=False)
+_adv = st.floats(min_value=-3, max_value=3, allow_nan=False, allow_subnormal=False)
+_eps = st.sampled_from([0.1, 0.2, 0.28, 0.3])
+
+
+@st.composite
+def ppo_batch(draw, b_max: int = 3, t_max: int = 5):
+    B, T = draw(st.integers(1, b_max)), draw(st.integers(1, t_max))
+    lengths = draw(st.lists(st.integers(0, T), min_size=B, max_size=B))
+    assume(sum(lengths) > 0)
+    old = draw(st.lists(st.lists(_lp, min_size=T, max_size=T), min_size=B, max_size=B))
+    shift = draw(st.lists(st.lists(_shift, min_size=T, max_size=T), min_size=B, max_size=B))
+    adv = draw(st.lists(st.lists(_adv, min_size=T, max_size=T), min_size=B, max_size=B))
+    new = [[o + s for o, s in zip(ro, rs)] for ro, rs in zip(old, shift)]
+    return new, old, adv, lengths
+
+
+def _loss_of(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _mask(lengths, T):
+    m = torch.zeros(len(lengths), T, dtype=torch.float64)
+    for i, n in enumerate(lengths):
+        m[i, :n] = 1
+    return m
+
+
+def oracle(new, old, adv, lengths, eps_low, eps_high):
+    """(loss, d loss / d logp as nested lists, whether any ratio sits within 1e-6 of a clip edge)."""
+    n = sum(lengths)
+    total, grads, edge = 0.0, [], False
+    for i, L in enumerate(lengths):
+        row = []
+        for t in range(len(new[i])):
+            if t >= L:
+                row.append(0.0)
+                continue
+            r, a = math.exp(new[i][t] - old[i][t]), adv[i][t]
+            c = min(max(r, 1 - eps_low), 1 + eps_high)
+            total += min(r * a, c * a)
+            edge |= abs(r - (1 - eps_low)) < 1e-6 or abs(r - (1 + eps_high)) < 1e-6
+            clipped_active = (a > 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
+            row.append(0.0 if clipped_active else -r * a / n)
+        grads.append(row)
+    return -total / n, grads, edge
+
+
+def _fmt(new, old, adv, lengths, eps_low, eps_high):
+    return dict(logp=new, logp_old=old, advantages=adv, lengths=lengths, clip_low=eps_low, clip_high=eps_high)
+
+
+def prop_matches_formula(impl) -> None:
+    """The loss equals -mean over response tokens of min(rA, clip(r)A)."""
+
+    @given(ppo_batch(), _eps, _eps)
+    def check(batch, eps_low, eps_high):
+        new, old, adv, lengths = batch
+        T = len(new[0])
+        got = _loss_of(impl(torch.tensor(new, dtype=torch.float64), torch.tensor(old, dtype=torch.float64),
+                            torch.tensor(adv, dtype=torch.float64), _mask(lengths, T),
+                            clip_low=eps_low, clip_high=eps_high))
+        want, _, _ = oracle(new, old, adv, lengths, eps_low, eps_high)
+        if not math.isclose(float(got), want, rel_tol=1e-6, abs_tol=1e-9):
+            raise AssertionError(f"loss wrong\n  inputs: {_fmt(*batch, eps_low, eps_high)}\n"
+                                 f"  expected: {want}\n  got: {float(got)}")
+
+    check()
+
+
+def prop_gradient_matches_hand_derived(impl) -> None:
+    """Autograd of the loss w.r.t. logp equals -(m/n) r A on unclipped tokens and 0 on clipped ones."""
+
+    @given(ppo_batch(), _eps)
+    def check(batch, eps):
+        new, old, adv, lengths = batch
+        want_loss, want_grad, edge = oracle(new, old, adv, lengths, eps, eps)
+        assume(not edge)
+        T = len(new[0])
+        logp = torch.tensor(new, dtype=torch.float64, requires_grad=True)
+        loss = _loss_of(impl(logp, torch.tensor(old, dtype=torch.float64), torch.tensor(adv, dtype=torch.float64),
+                             _mask(lengths, T), clip_low=eps))
+        (g,) = torch.autograd.grad(loss, logp)
+        if not torch.allclose(g, torch.tensor(want_grad, dtype=torch.float64), atol=1e-9, rtol=1e-6):
+            raise AssertionError(f"gradient wrong\n  inputs: {_fmt(*batch, eps, eps)}\n"
+                                 f"  expected d loss/d logp: {want_grad}\n  got: {g.tolist()}")
+
+    check()
+
+
+def prop_mask_respected(impl) -> None:
+    """Garbage in padded positions (huge log-ratios, huge advantages) changes neither loss nor gradient."""
+
+    @given(ppo_batch(), _eps)
+    def check(batch, eps):
+        new, old, adv, lengths = batch
+        T = len(new[0])
+        m = _mask(lengths, T)
+        junk = torch.where(m > 0, 0.0, 50.0)
+
+        def run(j):
+            logp = torch.tensor(new, dtype=torch.float64, requires_grad=True)
+            loss = _loss_of(impl(logp + j, torch.tensor(old, dtype=torch.float64) - j,
+                                 torch.tensor(adv, dtype=torch.float64) + 1e3 * j, m, clip_low=eps))
+            (g,) = torch.autograd.grad(loss, logp)
+            return float(loss.detach()), g
+
+        l0, g0 = run(torch.zeros_like(m))
+        l1, g1 = run(junk)
+        ok = math.isfinite(l1) and math.isclose(l0, l1, rel_tol=1e-9, abs_tol=1e-12) and torch.allclose(g0, g1, atol=1e-12)
+        if not ok:
+            raise AssertionError(f"padding leaked\n  inputs: {_fmt(*batch, eps, eps)}\n"
+                                 f"  expected loss: {l0}\n  got (garbage in padding): {l1}")
+
+    check()
+
+
+ALL = [prop_matches_formula, prop_gradient_matches_hand_derived, prop_mask_respected]

@@ -1,0 +1,152 @@
+"""TRPO claims checked with exact quantities on small MDPs (no sampling noise).
+
+Oracles: the exact performance eta(pi) = rho0^T (I - gamma P_pi)^{-1} r_pi, the closed-form Fisher
+matrix of a tabular softmax policy (block-diagonal, w_s (diag p_s - p_s p_s^T)), and
+Theorem 1 of the TRPO paper, eta(new) >= L_old(new) - C max_s KL(pi_old(.|s) || pi_new(.|s)),
+C = 4 eps gamma / (1 - gamma)^2, eps = max |A_old|.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import impls.rl.trpo as TR
+
+
+def _setup(seed: int, S: int, A: int, gamma: float, scale: float = 1.0):
+    g = torch.Generator().manual_seed(seed)
+    mdp = TR.TabularMDP.random(S, A, gamma, g)
+    theta = scale * torch.randn(S, A, generator=g, dtype=torch.float64)
+    return g, mdp, theta
+
+
+def _lower_bound(mdp, z_old, z_new):
+    pi_old, pi_new = TR.policy(z_old), TR.policy(z_new)
+    adv = mdp.advantage(pi_old)
+    L = mdp.eta(pi_old) + mdp.visitation(pi_old) @ (pi_new * adv).sum(-1)
+    C = 4 * adv.abs().max() * mdp.gamma / (1 - mdp.gamma) ** 2
+    return float(L - C * TR.max_kl(z_old, z_new)), float(L)
+
+
+@pytest.mark.claim("trpo.monotonic-only-in-theory")
+def test_monotonic_in_theory_not_in_practice(evidence):
+    # 1. Theorem 1's bound holds on random policy pairs (near and far)
+    worst_gap = float("inf")
+    for seed in range(40):
+        g, mdp, z = _setup(seed, 4, 3, 0.9)
+        for scale in (0.01, 0.1, 1.0):
+            z2 = z + scale * torch.randn(4, 3, generator=g, dtype=torch.float64)
+            lb, _ = _lower_bound(mdp, z, z2)
+            worst_gap = min(worst_gap, float(mdp.eta(TR.policy(z2))) - lb)
+    assert worst_gap >= -1e-9, worst_gap
+    # 2. maximising the penalised surrogate L - C KL_max (minorise-maximise) never lowers eta
+    _, mdp, z = _setup(7, 4, 3, 0.9)
+    etas = [float(mdp.eta(TR.policy(z)))]
+    for _ in range(8):
+        z_old = z.detach()
+        base = _lower_bound(mdp, z_old, z_old)[0]  # = eta(old)
+        cand = z_old.clone().requires_grad_(True)
+        opt = torch.optim.Adam([cand], lr=0.01)
+        best, best_m = z_old, base
+        for _ in range(30):
+            pi_old, pi_new = TR.policy(z_old), TR.policy(cand)
+            adv = mdp.advantage(pi_old)
+            C = 4 * adv.abs().max() * mdp.gamma / (1 - mdp.gamma) ** 2
+            M = mdp.visitation(pi_old) @ (pi_new * adv).sum(-1) - C * TR.max_kl(z_old, cand)
+            if float(M.detach()) + etas[-1] > best_m:
+                best, best_m = cand.detach().clone(), float(M.detach()) + etas[-1]
+            opt.zero_grad()
+            (-M).backward()
+            opt.step()
+        z = best
+        etas.append(float(mdp.eta(TR.policy(z))))
+    assert all(b >= a - 1e-12 for a, b in zip(etas, etas[1:])), etas
+    assert etas[-1] > etas[0]
+    # 3. the practical algorithm (average-KL constraint, line search on the surrogate) can lose:
+    #    log-linear policy with shared features, exact advantages, delta = 0.5
+    S, A, d, delta = 6, 3, 3, 0.5
+    found = None
+    for seed in range(60):
+        g = torch.Generator().manual_seed(seed)
+        mdp = TR.TabularMDP.random(S, A, 0.99, g)
+        phi = torch.randn(S, A, d, generator=g, dtype=torch.float64)
+        f = lambda th, phi=phi: torch.einsum("sad,d->sa", phi, th)  # noqa: E731
+        th = torch.randn(d, generator=g, dtype=torch.float64)
+        pi = TR.policy(f(th))
+        new, info = TR.trpo_step(th, mdp.visitation(pi), mdp.advantage(pi), delta, logits_fn=f)
+        change = float(mdp.eta(TR.policy(f(new))) - mdp.eta(pi))
+        if change < 0:
+            lb, _ = _lower_bound(mdp, f(th), f(new))
+            found = {"seed": seed, "S": S, "A": A, "features": d, "gamma": 0.99, "delta": delta,
+                     "eta_before": float(mdp.eta(pi)), "eta_change": change,
+                     "surrogate_gain_predicted": info.surrogate_gain, "mean_kl": info.mean_kl,
+                     "max_kl": info.max_kl, "step_fraction": info.step_fraction,
+                     "theorem1_lower_bound_minus_eta_before": lb - float(mdp.eta(pi))}
+            break
+    assert found is not None, "no practical TRPO step lowered eta"
+    assert found["mean_kl"] <= delta and found["surrogate_gain_predicted"] > 0
+    assert found["theorem1_lower_bound_minus_eta_before"] < 0  # the theory never licensed this step
+    evidence["theorem1_min_gap_over_120_pairs"] = worst_gap
+    evidence["mm_iteration_eta"] = etas
+    evidence["counterexample"] = found
+
+
+@pytest.mark.claim("trpo.constraint-average-kl-old-new")
+def test_constraint_is_average_kl_old_new(evidence):
+    delta = 0.05
+    g, mdp, z = _setup(0, 4, 3, 0.9, scale=0.0)
+    rows, worst_max, worst_rev = [], 0.0, 0.0
+    for it in range(5):
+        pi_old = TR.policy(z)
+        rho = mdp.visitation(pi_old)
+        z_new, info = TR.trpo_step(z, rho, mdp.advantage(pi_old), delta)
+        pi_new = TR.policy(z_new)
+        per_state = (pi_old * (pi_old.log() - pi_new.log())).sum(-1)  # KL(old || new) per state
+        reverse = (pi_new * (pi_new.log() - pi_old.log())).sum(-1)
+        avg = float((rho / rho.sum()) @ per_state)
+        assert abs(avg - info.mean_kl) < 1e-12 and avg <= delta + 1e-12
+        rows.append({"iter": it, "avg_kl_old_new": avg, "max_state_kl_old_new": float(per_state.max()),
+                     "avg_kl_new_old": float((rho / rho.sum()) @ reverse), "step_fraction": info.step_fraction})
+        worst_max = max(worst_max, float(per_state.max()))
+        worst_rev = max(worst_rev, rows[-1]["avg_kl_new_old"])
+        z = z_new
+    assert worst_max > delta  # the average is bounded, single states are not (not Eq. 11's max-KL)
+    assert any(abs(r["avg_kl_new_old"] - r["avg_kl_old_new"]) > 1e-3 for r in rows)  # direction matters
+    evidence["delta"] = delta
+    evidence["steps"] = rows
+
+
+@pytest.mark.claim("trpo.cg-fisher-vector-products")
+def test_cg_with_fisher_vector_products(evidence):
+    g, mdp, z = _setup(3, 5, 4, 0.9)
+    pi = TR.policy(z)
+    rho = mdp.visitation(pi)
+    adv = mdp.advantage(pi)
+    w = rho / rho.sum()
+    # closed-form Fisher (oracle): block-diagonal w_s (diag p_s - p_s p_s^T)
+    F = torch.block_diag(*[w[s] * (torch.diag(pi[s]) - torch.outer(pi[s], pi[s])) for s in range(5)])
+    th = z.clone().requires_grad_(True)
+    (gvec,) = torch.autograd.grad(TR.surrogate(th, z, rho, adv), th)
+    gvec = gvec.reshape(-1)
+    x_star = torch.linalg.pinv(F) @ gvec
+    calls = {"n": 0}
+
+    def fvp(v):
+        calls["n"] += 1
+        return TR.fisher_vector_product(lambda t: TR.mean_kl(z, t.reshape(5, 4), rho), z.reshape(-1), v)
+
+    v = torch.randn(20, generator=g, dtype=torch.float64)
+    assert torch.allclose(fvp(v), F @ v, atol=1e-12)  # double backprop gives F v without forming F
+    calls["n"] = 0
+    x, used = TR.conjugate_gradient(fvp, gvec, n_iters=20)
+    err = float((x - x_star).norm() / x_star.norm())
+    assert err < 1e-6, err
+    assert used <= 15, used  # at most rank(F) = S (A - 1) = 15 products
+    evidence["params"] = 20
+    evidence["fisher_rank"] = int(torch.linalg.matrix_rank(F))
+    evidence["fvp_calls_used_by_cg"] = used
+    evidence["relative_error_vs_pinv_solution"] = err
+    # a practical step: 10 CG iterations plus one product for the step length
+    _, info = TR.trpo_step(z, rho, adv, 0.01)
+    evidence["fvp_calls_per_trpo_step"] = info.fvp_calls
