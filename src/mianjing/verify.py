@@ -73,6 +73,8 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
     executable = {c.id for _, c in kb.claims() if c.needs_verifier}
     selected = (set(claim_ids) if claim_ids is not None else executable) & executable
     env = dict(os.environ, MIANJING_DEVICE=device, PYTHONUNBUFFERED="1")
+    if jobs > 1:  # parallel workers each with all-core BLAS threads oversubscribe the CPU badly
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
     build = root / "build"
     build.mkdir(parents=True, exist_ok=True)
     log_path = (report_file.parent if report_file else build) / "verify.log"
