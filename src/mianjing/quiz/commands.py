@@ -1,0 +1,190 @@
+"""Bodies of the ``quiz``, ``mock``, ``stats`` and ``kata`` commands (cli.py stays thin).
+
+Start-up path of ``mianjing quiz``: typer, rich, pydantic, yaml, sqlite3, fsrs -- never torch,
+hypothesis or mkdocs (see benchmarks/quiz_startup.py).
+"""
+
+from __future__ import annotations
+
+import locale
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def default_lang() -> str:
+    for var in ("MIANJING_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        v = os.environ.get(var, "")
+        if v:
+            return "zh" if v.lower().startswith("zh") else "en"
+    try:
+        loc = locale.getlocale()[0] or ""
+    except ValueError:
+        loc = ""
+    return "zh" if loc.lower().startswith("zh") else "en"
+
+
+def check_lang(lang: str | None) -> str:
+    lang = lang or default_lang()
+    if lang not in ("zh", "en"):
+        err.print(f"error: --lang must be zh or en, not {lang!r}", markup=False)
+        raise typer.Exit(2)
+    return lang
+
+
+def open_store(db: Path | None):
+    from .store import Store, StoreError
+
+    try:
+        return Store(db)
+    except StoreError as exc:
+        err.print(f"error: {exc}", markup=False, style="red")
+        raise typer.Exit(2) from None
+
+
+def load_kb(root: Path):
+    from .kbload import load_cached
+
+    res = load_cached(root)
+    if res.problems:
+        err.print(f"warning: {len(res.problems)} problem(s) in qa/ (run `mianjing check`); "
+                  "entries that failed validation are left out", markup=False, style="yellow")
+    if not res.kb.entries:
+        err.print("error: the knowledge base has no entries", markup=False, style="red")
+        raise typer.Exit(2)
+    return res.kb
+
+
+def quiz(root: Path, *, db, lang, topic, company, difficulty, n) -> None:
+    from .session import SessionLog, run_quiz
+    from .ui import t
+
+    lang = check_lang(lang)
+    kb = load_kb(root)
+    store = open_store(db)
+    log = SessionLog()
+    from .store import StoreError
+
+    try:
+        run_quiz(console, kb, store, lang=lang, topic=topic, company=company, difficulty=difficulty, n=n, log=log)
+    except StoreError as exc:
+        err.print(f"error: {exc} ({log.rated} rated question(s) were saved before this)", markup=False, style="red")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        console.print()
+        console.print(t("interrupted", lang, n=log.rated), markup=False, style="yellow")
+        raise typer.Exit(130) from None
+    finally:
+        store.close()
+
+
+def stats(root: Path, *, db, lang) -> None:
+    from .stats import compute, render
+
+    lang = check_lang(lang)
+    kb = load_kb(root)
+    store = open_store(db)
+    try:
+        render(console, compute(kb, store), lang)
+    finally:
+        store.close()
+
+
+def mock(root: Path, *, db, lang, minutes, company, out, kata_dir, timeout) -> None:
+    from .mock import run_mock
+    from .ui import t
+
+    lang = check_lang(lang)
+    kb = load_kb(root)
+    store = open_store(db)
+    try:
+        run_mock(console, root, kb, store, lang=lang, minutes=minutes, company=company, out=out,
+                 kata_dir=kata_dir or Path.cwd(), timeout=timeout)
+    except KeyboardInterrupt:
+        console.print()
+        console.print(t("mock_interrupted", lang), markup=False, style="yellow")
+        raise typer.Exit(130) from None
+    finally:
+        store.close()
+
+
+def kata_list(root: Path) -> None:
+    from rich.table import Table
+
+    from .katas import available, entry_for
+
+    katas = available(root)
+    if not katas:
+        console.print("no katas available in this checkout (their reference or properties have not landed)")
+        return
+    kb = None
+    try:
+        from .kbload import load_cached
+
+        kb = load_cached(root).kb
+    except Exception:  # the list is still useful without entries
+        pass
+    table = Table(title="katas")
+    for col in ("name", "reference", "properties", "entry"):
+        table.add_column(col)
+    for k in katas:
+        e = entry_for(kb, k) if kb else None
+        table.add_row(k.name, f"{k.ref_path}::{k.symbol}", str(len(k.properties(root))), e.id if e else "-")
+    console.print(table)
+    console.print("start one: mianjing kata start NAME   judge it: mianjing kata judge FILE", markup=False)
+
+
+def kata_start(root: Path, name: str, *, dest: Path, force: bool) -> None:
+    from .katas import find, stub
+
+    k = find(root, name)
+    if k is None:
+        err.print(f"error: no kata named {name!r}; see `mianjing kata list`", markup=False, style="red")
+        raise typer.Exit(2)
+    path = (dest / f"{k.name}.py") if dest.is_dir() else dest
+    if path.exists() and not force:
+        err.print(f"error: {path} exists; pass --force to overwrite it", markup=False, style="red")
+        raise typer.Exit(2)
+    path.write_text(stub(root, k), encoding="utf-8")
+    console.print(f"wrote {path}: implement `{k.symbol}`, then run: mianjing kata judge {path}", markup=False, soft_wrap=True)
+
+
+def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: float, memory_mb: int,
+               record: bool) -> None:
+    from .judge import detect_kata, judge, print_result, record_review
+
+    lang = check_lang(lang)
+    if not file.is_file():
+        err.print(f"error: no such file: {file}", markup=False, style="red")
+        raise typer.Exit(2)
+    k = detect_kata(root, file, name)
+    if k is None:
+        err.print(f"error: cannot tell which kata {file} is; pass --kata NAME (see `mianjing kata list`)",
+                  markup=False, style="red")
+        raise typer.Exit(2)
+    console.print(f"judging {file} as kata {k.name} (limit {timeout:g} s per property, {memory_mb} MiB)",
+                  markup=False, soft_wrap=True)
+    try:
+        res = judge(root, k, file, timeout=timeout, memory_mb=memory_mb,
+                    on_result=lambda r: print_result(console, r))
+    except KeyboardInterrupt:
+        console.print("\ninterrupted: the judge was stopped; nothing recorded", markup=False, style="yellow")
+        raise typer.Exit(130) from None
+    if res.fatal:
+        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red")
+    console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red")
+    if record:
+        store = open_store(db)
+        try:
+            saved = record_review(root, store, k, res, lang)
+            if saved:
+                console.print(saved, markup=False, style="dim")
+        finally:
+            store.close()
+    if not res.ok:
+        raise typer.Exit(1)

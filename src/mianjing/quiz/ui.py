@@ -1,0 +1,146 @@
+"""Terminal input for the quiz and the mock: multi-line answers, ratings, clocks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from rich.console import Console
+
+from .scheduler import RATINGS
+
+RATING_WORDS = {"1": 1, "2": 2, "3": 3, "4": 4, "a": 1, "again": 1, "h": 2, "hard": 2, "g": 3, "good": 3,
+                "e": 4, "easy": 4}
+LABELS = {
+    "zh": {1: "Again 忘了", 2: "Hard 困难", 3: "Good 良好", 4: "Easy 简单"},
+    "en": {1: "Again", 2: "Hard", 3: "Good", 4: "Easy"},
+}
+
+T = {
+    "answer_prompt": {"zh": "你的回答（空行或 Ctrl-D 结束）：", "en": "Your answer (finish with an empty line or Ctrl-D):"},
+    "short": {"zh": "简要答案", "en": "Short answer"},
+    "key_points": {"zh": "要点", "en": "Key points"},
+    "covered": {"zh": "已覆盖", "en": "covered"},
+    "missed": {"zh": "遗漏", "en": "missed"},
+    "follow_up": {"zh": "追问", "en": "Follow-up"},
+    "rate": {"zh": "自评 1 Again / 2 Hard / 3 Good / 4 Easy；回车 = 建议值 {s}；q 退出",
+             "en": "Rate 1 Again / 2 Hard / 3 Good / 4 Easy; Enter = suggested {s}; q quits"},
+    "saved": {"zh": "已保存：下次复习 {due}", "en": "saved: next review {due}"},
+    "due": {"zh": "到期复习", "en": "due review"},
+    "new": {"zh": "新题", "en": "new"},
+    "difficulty": {"zh": "难度", "en": "difficulty"},
+    "nothing": {"zh": "没有符合条件的题目（没有到期复习，也没有新题）。",
+                "en": "Nothing to ask: no due reviews and no new questions match."},
+    "done": {"zh": "本轮结束：已评分 {n} 题。", "en": "Session over: {n} question(s) rated."},
+    "interrupted": {"zh": "已中断：已评分的 {n} 题都已保存。", "en": "Interrupted: the {n} rated question(s) are saved."},
+    "asked_at": {"zh": "出现于", "en": "asked at"},
+    "mock_interrupted": {"zh": "已中断：已回答的题目都已保存（报告未生成）。",
+                         "en": "Interrupted: every answered question is saved (no report written)."},
+}
+
+
+def t(key: str, lang: str, **kw) -> str:
+    s = T[key][lang]
+    return s.format(**kw) if kw else s
+
+
+class TitleClock:
+    """While the candidate types, a ticking clock in the terminal's title bar (``mm:ss / budget``).
+
+    Only on a real terminal (the title escape is invisible elsewhere); the input line is never
+    touched, so typing (Chinese IME included) is undisturbed.
+    """
+
+    def __init__(self, budget: float | None, stream=None):
+        import sys
+
+        self.budget = budget
+        self.stream = stream or sys.stdout
+        self.enabled = budget is not None and self.stream.isatty() and os.environ.get("TERM", "dumb") != "dumb"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _title(self, text: str) -> None:
+        try:
+            self.stream.write(f"\x1b]0;{text}\x07")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        while not self._stop.wait(1.0):
+            used = time.monotonic() - start
+            flag = " !" if used > self.budget else ""
+            self._title(f"mianjing mock ⏱ {clock(used)} / {clock(self.budget)}{flag}")
+
+    def __enter__(self) -> "TitleClock":
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(2)
+            self._title("mianjing")
+
+
+def _line_editing() -> None:
+    """On a terminal, GNU readline makes input() edit wide (Chinese) characters correctly."""
+    import sys
+
+    if sys.stdin.isatty():
+        try:
+            import readline  # noqa: F401
+        except ImportError:
+            pass
+
+
+def read_answer(console: Console, lang: str, budget: float | None = None) -> str:
+    """Lines until an empty line or EOF (Ctrl-D). Ctrl-C propagates (KeyboardInterrupt).
+
+    With a ``budget`` (seconds; the mock interview) a clock ticks in the terminal title meanwhile.
+    """
+    _line_editing()
+    console.print(t("answer_prompt", lang), markup=False, style="bold")
+    lines: list[str] = []
+    with TitleClock(budget):
+        while True:
+            try:
+                line = input("> ")
+            except EOFError:
+                console.print()
+                break
+            if not line.strip():
+                break
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def read_rating(console: Console, lang: str, suggested: int) -> int | None:
+    """1..4, or None when the candidate quits (q, or Ctrl-D)."""
+    prompt = t("rate", lang, s=f"{suggested} {LABELS['en'][suggested]}")
+    while True:
+        console.print(prompt, markup=False, style="bold cyan")
+        try:
+            raw = input("rating> ").strip().casefold()
+        except EOFError:
+            return None
+        if raw == "":
+            return suggested
+        if raw in ("q", "quit", "exit"):
+            return None
+        if raw in RATING_WORDS:
+            return RATING_WORDS[raw]
+        console.print("? 1 2 3 4 / again hard good easy / q", markup=False, style="yellow")
+
+
+def clock(seconds: float) -> str:
+    s = max(0, int(round(seconds)))
+    return f"{s // 60:02d}:{s % 60:02d}"
+
+
+__all__ = ["RATINGS", "read_answer", "read_rating", "clock", "t", "LABELS"]

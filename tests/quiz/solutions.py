@@ -1,0 +1,148 @@
+"""Candidate solutions for the judge tests: correct ones and the typical wrong ones."""
+
+GAE_REFERENCE = "from impls.rl.gae import gae  # noqa: F401  (the reference itself must be accepted)\n"
+
+# Off-by-one bootstrap: bootstraps from V_{t+1} even at the last response token.
+GAE_OFF_BY_ONE = '''
+import torch
+
+def gae(rewards, values, mask, gamma, lam):
+    r, v, m = rewards.double(), values.double(), mask.double()
+    B, T = r.shape
+    adv = torch.zeros_like(r)
+    last = torch.zeros(B, dtype=r.dtype)
+    for t in reversed(range(T)):
+        nv = v[:, t + 1] if t + 1 < T else torch.zeros(B, dtype=r.dtype)
+        delta = r[:, t] + gamma * nv - v[:, t]
+        last = (delta + gamma * lam * last) * m[:, t]
+        adv[:, t] = last
+    return adv, (adv + v) * m
+'''
+
+# Ignores the mask: runs the recursion over padding as if it were part of the response.
+GAE_NO_MASK = '''
+import torch
+
+def gae(rewards, values, mask, gamma, lam):
+    r, v = rewards.double(), values.double()
+    B, T = r.shape
+    adv = torch.zeros_like(r)
+    last = torch.zeros(B, dtype=r.dtype)
+    nv = torch.zeros(B, dtype=r.dtype)
+    for t in reversed(range(T)):
+        delta = r[:, t] + gamma * nv - v[:, t]
+        last = delta + gamma * lam * last
+        adv[:, t] = last
+        nv = v[:, t]
+    return adv, adv + v
+'''
+
+# Wrong case of the clip: max instead of min (optimistic instead of pessimistic bound).
+PPO_WRONG_SIGN = '''
+import torch
+
+def ppo_clip_loss(logp, logp_old, advantages, mask, clip_low=0.2, clip_high=None, dual_clip=None,
+                  agg="token-mean"):
+    clip_high = clip_low if clip_high is None else clip_high
+    ratio = torch.exp(logp.double() - logp_old.double().detach())
+    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    a = advantages.double()
+    per = -torch.maximum(ratio * a, clipped * a)
+    m = mask.double()
+    return (per * m).sum() / m.sum().clamp(min=1), {}
+'''
+
+# Population (biased, /G) std where the convention is the unbiased (G-1) one.
+GRPO_POPULATION_STD = '''
+import torch
+
+def grpo_advantages(scores, group_size, scale_by_std=True, eps=1e-6):
+    r = scores.double().view(-1, group_size)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale_by_std:
+        adv = adv / (r.std(dim=1, unbiased=False, keepdim=True) + eps)
+    return adv.reshape(-1)
+'''
+
+BST_STACK = '''
+class BSTIterator:
+    def __init__(self, root):
+        self.stack = []
+        self._left(root)
+
+    def _left(self, node):
+        while node is not None:
+            self.stack.append(node)
+            node = node.left
+
+    def hasNext(self):
+        return bool(self.stack)
+
+    def next(self):
+        node = self.stack.pop()
+        self._left(node.right)
+        return node.val
+'''
+
+# Flattens the whole tree in the constructor: right order, but O(n) work and memory up front.
+BST_FLATTEN = '''
+class BSTIterator:
+    def __init__(self, root):
+        self.items, stack, node = [], [], root
+        while stack or node is not None:
+            while node is not None:
+                stack.append(node)
+                node = node.left
+            node = stack.pop()
+            self.items.append(node.val)
+            node = node.right
+        self.i = 0
+
+    def hasNext(self):
+        return self.i < len(self.items)
+
+    def next(self):
+        self.i += 1
+        return self.items[self.i - 1]
+'''
+
+LEVEL_ORDER_OK = '''
+def level_order_with_depth(root, stats=None):
+    out, level = [], [root] if root is not None else []
+    while level:
+        out.append([n.val for n in level])
+        level = [c for n in level for c in (n.left, n.right) if c is not None]
+    return out
+'''
+
+LEVEL_ORDER_INFINITE = '''
+def level_order_with_depth(root, stats=None):
+    while True:
+        pass
+'''
+
+LEVEL_ORDER_HUGE = '''
+def level_order_with_depth(root, stats=None):
+    block = bytearray(10 * 1024 ** 3)  # 10 GB
+    return [[len(block)]]
+'''
+
+LEVEL_ORDER_EXIT = '''
+import sys
+
+def level_order_with_depth(root, stats=None):
+    sys.exit(3)
+'''
+
+LEVEL_ORDER_OS_EXIT = '''
+import os
+
+def level_order_with_depth(root, stats=None):
+    os._exit(7)
+'''
+
+IMPORT_ERROR = "import numpyy_not_a_module\n\ndef level_order_with_depth(root, stats=None):\n    return []\n"
+
+WRONG_SIGNATURE = "def level_order_with_depth():\n    return []\n"
+
+MISSING_SYMBOL = "def level_order(root):\n    return []\n"
