@@ -84,7 +84,7 @@ ENTRIES_FOLDER = {"zero-stages": "distributed"}
 def cli_env(root: Path, tmp: Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIANJING_")}
     env.update(MIANJING_ROOT=str(root), MIANJING_DB=str(tmp / "reviews.sqlite3"),
-               MIANJING_CACHE_DIR=str(tmp / "cache"), TERM="dumb", PYTHONIOENCODING="utf-8",
+               TERM="dumb", PYTHONIOENCODING="utf-8",
                LANG="C.UTF-8", LC_ALL="C.UTF-8", COLUMNS="200")
     env.update(extra)
     return env

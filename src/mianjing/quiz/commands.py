@@ -48,9 +48,9 @@ def open_store(db: Path | None):
 
 
 def load_kb(root: Path):
-    from .kbload import load_cached
+    from ..loader import load
 
-    res = load_cached(root)
+    res = load(root)
     if res.problems:
         err.print(f"warning: {len(res.problems)} problem(s) in qa/ (run `mianjing check`); "
                   "entries that failed validation are left out", markup=False, style="yellow")
@@ -124,9 +124,9 @@ def kata_list(root: Path) -> None:
         return
     kb = None
     try:
-        from .kbload import load_cached
+        from ..loader import load
 
-        kb = load_cached(root).kb
+        kb = load(root).kb
     except Exception:  # the list is still useful without entries
         pass
     table = Table(title="katas")

@@ -222,11 +222,11 @@ def record_review(root: Path, store, kata: Kata, res: JudgeResult, lang: str) ->
     """A judged kata is a review of its entry: all passed -> Good, most -> Hard, else Again."""
     from . import scheduler
     from .grading import AGAIN, GOOD, HARD
-    from .kbload import load_cached
+    from ..loader import load
     from .katas import entry_for
     from .store import Review, now_utc
 
-    entry = entry_for(load_cached(root).kb, kata)
+    entry = entry_for(load(root).kb, kata)
     if entry is None:
         return None
     n = len(res.props)
