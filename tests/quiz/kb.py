@@ -51,7 +51,7 @@ ENTRIES = {
 }
 
 LEVEL_ORDER_ENTRY = _entry(
-    "level-order", "coding/tree", 2, "Baidu", ("手撕层次遍历", "Write a level-order traversal"), [
+    "level-order-with-depth", "coding/tree", 2, "Baidu", ("手撕层次遍历", "Write a level-order traversal"), [
         ("用队列按层出队", "a queue consumed one level at a time", '["队列"]', '["queue"]'),
     ], kind="coding", impls="[impls/coding/level_order.py::level_order_with_depth]")
 
@@ -74,7 +74,7 @@ def mini_kb(tmp: Path, *, with_kata: bool = False) -> Path:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(CHECKOUT / rel, root / rel)
         (root / "qa" / "coding").mkdir(exist_ok=True)
-        (root / "qa" / "coding" / "level-order.yaml").write_text(LEVEL_ORDER_ENTRY, encoding="utf-8")
+        (root / "qa" / "coding" / "level-order-with-depth.yaml").write_text(LEVEL_ORDER_ENTRY, encoding="utf-8")
     return root
 
 

@@ -133,7 +133,7 @@ def test_cli_start_then_judge_and_the_review_is_recorded(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     listed = subprocess.run([MIANJING, "kata", "list"], env=env, cwd=work, capture_output=True, text=True, timeout=60)
-    assert "level_order_with_depth" in listed.stdout and "level-order" in listed.stdout
+    assert "level_order_with_depth" in listed.stdout and "level-order-with-depth" in listed.stdout
     started = subprocess.run([MIANJING, "kata", "start", "level_order_with_depth"], env=env, cwd=work,
                              capture_output=True, text=True, timeout=60)
     assert started.returncode == 0, started.stderr
@@ -148,10 +148,10 @@ def test_cli_start_then_judge_and_the_review_is_recorded(tmp_path):
     assert judged.returncode == 0, judged.stdout + judged.stderr
     assert re.search(r"ACCEPTED: 5/5 properties passed", judged.stdout)
     assert judged.stdout.count("PASS") == 5
-    assert "recorded as a review of `level-order` (Good)" in judged.stdout
+    assert "recorded as a review of `level-order-with-depth` (Good)" in judged.stdout
     import sqlite3
 
     con = sqlite3.connect(env["MIANJING_DB"])
     got = con.execute("SELECT entry_id, rating, source FROM reviews ORDER BY id").fetchall()
     con.close()
-    assert got == [("level-order", 1, "kata"), ("level-order", 3, "kata")]
+    assert got == [("level-order-with-depth", 1, "kata"), ("level-order-with-depth", 3, "kata")]

@@ -48,7 +48,7 @@ def test_mock_round_to_its_report(tmp_path):
         fh.write(text.split("def level_order_with_depth")[0] + S.LEVEL_ORDER_OK)
     c.sendline("")  # judge it
     c.expect("ACCEPTED: 5/5 properties passed")
-    c.expect("recorded as a review of `level-order`")
+    c.expect("recorded as a review of `level-order-with-depth`")
     c.expect("Report")
     c.expect("report saved: ")
     c.expect(pexpect.EOF)
@@ -56,7 +56,7 @@ def test_mock_round_to_its_report(tmp_path):
     assert c.exitstatus == 0
     md = report.read_text(encoding="utf-8")
     assert "## Time per question" in md and "## Key points covered per topic" in md and "## What to review next" in md
-    assert "| 1 | warm-up | gae-basics |" in md and "| 4 | kata | level-order |" in md
+    assert "| 1 | warm-up | gae-basics |" in md and "| 4 | kata | level-order-with-depth |" in md
     assert "| rl/gae | 3/3 |" in md and "| distributed/zero | 0/2 |" in md
     assert "**zero-stages** (distributed/zero, 0/2): ZeRO-1 shards optimizer states; ZeRO-3 shards parameters" in md
     assert "**gae-basics**" not in md.split("## What to review next")[1]  # nothing missed there
@@ -65,5 +65,5 @@ def test_mock_round_to_its_report(tmp_path):
     saved = json.loads(con.execute("SELECT report FROM mock_reports").fetchone()[0])
     con.close()
     assert got == [("gae-basics", "mock", 4), ("ppo-clip", "mock", 2), ("zero-stages", "mock", 1),
-                   ("level-order", "kata", 3)]
-    assert [q["entry"] for q in saved["questions"]] == ["gae-basics", "ppo-clip", "zero-stages", "level-order"]
+                   ("level-order-with-depth", "kata", 3)]
+    assert [q["entry"] for q in saved["questions"]] == ["gae-basics", "ppo-clip", "zero-stages", "level-order-with-depth"]

@@ -10,7 +10,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..schema import impl_path, impl_symbol
 
 
 @dataclass(frozen=True)
@@ -19,7 +18,7 @@ class Kata:
     ref_path: str  # impls/rl/gae.py
     symbol: str  # gae
     props_path: str  # verifiers/katas/gae.py
-    keyword: str = ""  # an entry id containing this is preferred as the kata's entry
+    entry: str  # the entry a judged kata counts as a review of
 
     @property
     def ref_module(self) -> str:
@@ -48,14 +47,17 @@ class Kata:
 
 
 REGISTRY: tuple[Kata, ...] = (
-    Kata("gae", "impls/rl/gae.py", "gae", "verifiers/katas/gae.py", "gae"),
-    Kata("ppo_clip_loss", "impls/rl/ppo.py", "ppo_clip_loss", "verifiers/katas/ppo_clip_loss.py", "ppo-clip"),
-    Kata("grpo_advantages", "impls/rl/grpo.py", "grpo_advantages", "verifiers/katas/grpo_advantages.py", "grpo"),
-    Kata("kl_estimate", "impls/rl/kl.py", "kl_estimate", "verifiers/katas/kl_estimate.py", "kl-estimator"),
-    Kata("dpo_loss", "impls/rl/dpo.py", "dpo_loss", "verifiers/katas/dpo_loss.py", "dpo"),
-    Kata("BSTIterator", "impls/coding/bst_iterator.py", "BSTIterator", "verifiers/katas/bst_iterator.py", "bst-iterator"),
+    Kata("gae", "impls/rl/gae.py", "gae", "verifiers/katas/gae.py", "ppo-loss-and-gae-lambda"),
+    Kata("ppo_clip_loss", "impls/rl/ppo.py", "ppo_clip_loss", "verifiers/katas/ppo_clip_loss.py",
+         "ppo-clip-by-advantage-sign"),
+    Kata("grpo_advantages", "impls/rl/grpo.py", "grpo_advantages", "verifiers/katas/grpo_advantages.py",
+         "grpo-loss-sequence-to-token"),
+    Kata("kl_estimate", "impls/rl/kl.py", "kl_estimate", "verifiers/katas/kl_estimate.py", "kl-estimators"),
+    Kata("dpo_loss", "impls/rl/dpo.py", "dpo_loss", "verifiers/katas/dpo_loss.py", "dpo-derivation"),
+    Kata("BSTIterator", "impls/coding/bst_iterator.py", "BSTIterator", "verifiers/katas/bst_iterator.py",
+         "bst-iterator"),
     Kata("level_order_with_depth", "impls/coding/level_order.py", "level_order_with_depth",
-         "verifiers/katas/level_order.py", "level-order"),
+         "verifiers/katas/level_order.py", "level-order-with-depth"),
 )
 
 
@@ -90,25 +92,8 @@ def find(root: Path, name: str) -> Kata | None:
 
 
 def entry_for(kb, kata: Kata):
-    """The entry this kata reviews: among entries whose ``implementations`` name the kata's function
-    (failing that, its file), prefer a coding entry, then one whose id names the kata (``kata.keyword``)."""
-    if kb is None:
-        return None
-    exact, by_file = [], []
-    for e in kb.entries.values():
-        refs = [r for r in e.implementations if impl_path(r) == kata.ref_path]
-        if any(impl_symbol(r) == kata.symbol for r in refs):
-            exact.append(e)
-        elif any(impl_symbol(r) is None for r in refs):
-            by_file.append(e)
-    pool = exact or by_file
-    if not pool:
-        return None
-
-    def score(e) -> tuple:
-        return (e.kind.value == "coding", bool(kata.keyword) and kata.keyword in e.id, e.id.startswith("handwrite"))
-
-    return max(pool, key=score)  # max keeps the first of equals: file order
+    """The entry this kata reviews (None when the knowledge base lacks it)."""
+    return None if kb is None else kb.entries.get(kata.entry)
 
 
 MARKER = "# mianjing-kata: "
