@@ -151,6 +151,101 @@ def zero(
     run_zero(params=params, gpus=gpus, optimizer_bytes=optimizer_bytes)
 
 
+# --- site (owned by the site engineer): `mianjing site build|serve`, implemented in mianjing/site/cli.py
+from .site.cli import site_app  # noqa: E402  (typer only; mkdocs is imported when a command runs)
+
+app.add_typer(site_app, name="site")
+
+
+# --- quiz (owned by the quiz engineer): `mianjing quiz|mock|stats|kata ...`; bodies in mianjing/quiz/commands.py
+_DB_HELP = "review store (SQLite); default $MIANJING_DB or the user data directory"
+_LANG_HELP = "zh | en (default from $MIANJING_LANG / the locale)"
+
+
+@app.command()
+def quiz(
+    topic: Annotated[Optional[str], typer.Option(help="only this topic (and its subtopics), e.g. rl/ppo")] = None,
+    company: Annotated[Optional[str], typer.Option(help="only questions asked at this company")] = None,
+    difficulty: Annotated[Optional[int], typer.Option(min=1, max=3, help="1 warm-up, 2 core, 3 deep")] = None,
+    lang: Annotated[Optional[str], typer.Option(help=_LANG_HELP)] = None,
+    n: Annotated[int, typer.Option("-n", min=1, help="at most this many questions")] = 10,
+    db: Annotated[Optional[Path], typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Spaced-repetition quiz: due reviews first, then new questions; rate each Again/Hard/Good/Easy."""
+    from .quiz.commands import quiz as run_quiz_cmd
+
+    run_quiz_cmd(_root(), db=db, lang=lang, topic=topic, company=company, difficulty=difficulty, n=n)
+
+
+@app.command()
+def mock(
+    minutes: Annotated[int, typer.Option(min=5, help="length of the round")] = 30,
+    company: Annotated[Optional[str], typer.Option(help="prefer questions asked at this company")] = None,
+    lang: Annotated[Optional[str], typer.Option(help=_LANG_HELP)] = None,
+    out: Annotated[Optional[Path], typer.Option(help="write the closing report here (default: user data dir)")] = None,
+    kata_dir: Annotated[Optional[Path], typer.Option(help="where the kata stub is written (default: .)")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds the kata judge lets your code run")] = 30.0,
+    db: Annotated[Optional[Path], typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """A whole interview round: warm-up, core, deep, one coding kata, then a report."""
+    from .quiz.commands import mock as run_mock_cmd
+
+    run_mock_cmd(_root(), db=db, lang=lang, minutes=minutes, company=company, out=out, kata_dir=kata_dir,
+                 timeout=timeout)
+
+
+@app.command()
+def stats(
+    lang: Annotated[Optional[str], typer.Option(help=_LANG_HELP)] = None,
+    db: Annotated[Optional[Path], typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Due today, reviews done, retention, weakest topics and key points."""
+    from .quiz.commands import stats as run_stats_cmd
+
+    run_stats_cmd(_root(), db=db, lang=lang)
+
+
+kata_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                       help="Hand-written code judged locally by the verifiers' own properties.")
+app.add_typer(kata_app, name="kata")
+
+
+@kata_app.command("list")
+def kata_list() -> None:
+    """The katas this checkout offers."""
+    from .quiz.commands import kata_list as run
+
+    run(_root())
+
+
+@kata_app.command("start")
+def kata_start(
+    name: Annotated[str, typer.Argument(help="kata name, see `mianjing kata list`")],
+    dest: Annotated[Path, typer.Option("--to", help="folder or file for the stub")] = Path("."),
+    force: Annotated[bool, typer.Option(help="overwrite an existing file")] = False,
+) -> None:
+    """Write a stub (signature and conventions, no solution) to the current directory."""
+    from .quiz.commands import kata_start as run
+
+    run(_root(), name, dest=dest, force=force)
+
+
+@kata_app.command("judge")
+def kata_judge(
+    file: Annotated[Path, typer.Argument(help="your solution file")],
+    kata: Annotated[Optional[str], typer.Option(help="kata name (default: from the stub's marker or file name)")] = None,
+    timeout: Annotated[float, typer.Option(help="wall-clock seconds your code may run")] = 30.0,
+    memory_mb: Annotated[int, typer.Option(help="memory limit for your code (MiB)")] = 4096,
+    record: Annotated[bool, typer.Option(help="count the judgement as a review of the kata's entry")] = True,
+    lang: Annotated[Optional[str], typer.Option(help=_LANG_HELP)] = None,
+    db: Annotated[Optional[Path], typer.Option(help=_DB_HELP)] = None,
+) -> None:
+    """Run the kata's property tests against your function in a separate, limited process."""
+    from .quiz.commands import kata_judge as run
+
+    run(_root(), file, name=kata, db=db, lang=lang, timeout=timeout, memory_mb=memory_mb, record=record)
+
+
 def _root_on_path() -> Path:
     from .paths import ensure_importable
 

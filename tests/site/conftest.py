@@ -1,0 +1,74 @@
+"""Fixtures for the site tests: a small built site served over local HTTP, and a headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.site.sitekit import make_site_repo
+
+CHROMIUM = os.environ.get("MIANJING_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """A verified and built tiny knowledge base: (root, site_dir)."""
+    from mianjing.loader import load
+    from mianjing.site import build
+    from mianjing.verify import run
+
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    root = make_site_repo(tmp_path_factory.mktemp("site"))
+    run(root, load(root).kb, None, device="cpu")
+    res = build(root, strict=True)
+    return root, res.site_dir
+
+
+@pytest.fixture(scope="session")
+def site_url(built_site):
+    from mianjing.site import serve_in_thread
+
+    srv, url = serve_in_thread(built_site[1])
+    yield url
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install playwright)")
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt install chromium, or set MIANJING_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page that records console errors and every request that is not for the local server."""
+
+    def __init__(self, page, base: str):
+        self.page = page
+        self.errors: list[str] = []
+        self.foreign: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", lambda r: None if r.url.startswith((base, "data:", "blob:")) else self.foreign.append(r.url))
+
+
+@pytest.fixture
+def watched(browser, site_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    w = Watched(page, site_url)
+    yield w
+    ctx.close()
