@@ -105,3 +105,25 @@ def test_cli_exit_codes_and_summary(tmp_path):
     unknown = subprocess.run([sys.executable, "-m", "mianjing.cli", "verify", "nope"], env=env, capture_output=True,
                              text=True)
     assert unknown.returncode == 2 and "no claim or entry with id: nope" in unknown.stderr
+
+
+def test_evidence_of_any_type_crosses_parallel_workers(tmp_path):
+    """numpy scalars, tensors and odd objects in evidence reach the report under -j 2."""
+    verifier = VERIFIER + '''
+
+@pytest.mark.claim("add.commutative")
+def test_odd_evidence(evidence):
+    import numpy as np
+    import torch
+    evidence["np_float"] = np.float64(0.5)
+    evidence["np_int"] = np.int64(3)
+    evidence["tensor"] = torch.tensor([1.0, 2.0])
+    evidence["inf"] = float("inf")
+    evidence["object"] = object
+'''
+    root = make_repo(tmp_path, verifier=verifier)
+    res = verify(root, jobs=2)
+    assert res.ok and res.problem is None
+    ev = res.claims["add.commutative"]["evidence"]["test_odd_evidence"]
+    assert ev["np_float"] == 0.5 and ev["np_int"] == 3 and ev["tensor"] == [1.0, 2.0] and ev["inf"] == "inf"
+    assert "object" in ev["object"]

@@ -85,7 +85,9 @@ def evidence(request: pytest.FixtureRequest):
     """A dict of figures and counterexamples; it lands in the report beside the claim."""
     data: dict = {}
     yield data
-    request.node.user_properties.append((_EVIDENCE, to_jsonable(data)))
+    # a JSON round trip: whatever a verifier stored, only plain JSON crosses to the report
+    plain = json.loads(json.dumps(to_jsonable(data), default=str))
+    request.node.user_properties.append((_EVIDENCE, plain))
 
 
 @pytest.fixture(scope="session")

@@ -51,10 +51,17 @@ def to_jsonable(value, depth: int = 0):
     """Evidence may hold tensors, numpy values, sympy objects: make them JSON."""
     if depth > 8:
         return str(value)
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
+    # exact builtin types out: numpy.float64 is a float subclass that xdist cannot send
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return float(value) if math.isfinite(value) else str(value)
     if isinstance(value, dict):
         return {str(k): to_jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
