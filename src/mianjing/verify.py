@@ -111,7 +111,7 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
         rec = child["claims"].get(cid)
         if rec is None:
             rec = {"outcome": "not-run", "duration": 0.0, "evidence": {}, "tests": [],
-                   "message": "no verifier ran for this claim"}
+                   "message": result.problem or "no verifier ran for this claim"}
         ran[cid] = dict(rec, inputs_digest=digest, environment=environment)
     # Markers naming claims outside the selection (a test settling several claims) are kept too.
     for cid, rec in child["claims"].items():
