@@ -174,6 +174,11 @@ def environment(config: pytest.Config) -> dict:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     torch = sys.modules.get("torch")
+    if torch is None:  # an xdist controller never imported it; the workers did
+        try:
+            import torch
+        except ImportError:
+            torch = None
     if torch is not None:
         env["torch"] = torch.__version__
         env["cuda"] = bool(torch.cuda.is_available())
