@@ -1,0 +1,145 @@
+r"""GAE as a parallel scan: $O(\log T)$ sequential depth instead of a $T$-step loop.
+
+GAE is the first-order linear recurrence (run backwards in time)
+
+$$\hat A_t = \delta_t + c_t \hat A_{t+1},\qquad
+  \delta_t = m_t\,(r_t + \gamma m_{t+1} V_{t+1} - V_t),\qquad c_t = \gamma\lambda\, m_t m_{t+1},$$
+
+with $\hat A_T = 0$. Each step is an affine map $f_t(x) = b_t + a_t x$ ($a_t = c_t$, $b_t = \delta_t$),
+and composing two affine maps is associative:
+
+$$(a_1, b_1) \circ (a_2, b_2) = (a_1 a_2,\; b_1 + a_1 b_2),$$
+
+so all suffix compositions can be formed by a scan. We scan in two levels:
+
+1. inside chunks of ``C`` tokens, a Hillis–Steele scan over $(a, b)$ pairs ($\log_2 C$ rounds,
+   every round one vectorised update over all ``B * T`` positions);
+2. across the $n = \lceil T / C\rceil$ chunk heads, the same scan ($\lceil\log_2 n\rceil$ rounds);
+3. one fix-up round $\hat A_t = b^{loc}_t + a^{loc}_t \hat A_{\text{next chunk}}$.
+
+Depth: $\lceil\log_2 C\rceil + \lceil\log_2 n\rceil + 1 \approx \log_2 T + 1$ rounds.
+Only products of the $a_t\in[0,1]$ are ever formed — no $(\gamma\lambda)^{-t}$ rescaling and no
+subtraction — so the result is as stable in fp32 as the loop for $\gamma\lambda \to 1$ and
+$T = 32\text{k}$. Interior resets ($m_t = 0$ inside a row) simply make $a_t = 0$.
+Same conventions and results as :func:`impls.rl.gae.gae`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from impls.rl.masking import reduce_dtype
+
+__all__ = ["gae_scan", "linear_scan_reverse"]
+
+
+def _hillis_steele_reverse(a: torch.Tensor, b: torch.Tensor, stats: dict | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Suffix-compose the affine maps along the last dim (length L). May overwrite ``a`` and ``b``.
+
+    Returns ``(P, X)`` with ``P_i = prod_{k=i}^{L-1} a_k`` and ``X_i`` the solution of
+    ``x_i = b_i + a_i x_{i+1}`` with ``x_L = 0``. ``ceil(log2 L)`` dependent rounds.
+    """
+    L = a.shape[-1]
+    a_buf = torch.empty_like(a)
+    b_buf = torch.empty_like(b)
+    s = 1
+    while s < L:
+        # (a_i, b_i) <- (a_i, b_i) o (a_{i+s}, b_{i+s});  positions i >= L - s keep their value
+        torch.addcmul(b[..., : L - s], a[..., : L - s], b[..., s:], out=b_buf[..., : L - s])
+        torch.mul(a[..., : L - s], a[..., s:], out=a_buf[..., : L - s])
+        b_buf[..., L - s :] = b[..., L - s :]
+        a_buf[..., L - s :] = a[..., L - s :]
+        a, a_buf = a_buf, a
+        b, b_buf = b_buf, b
+        s *= 2
+        if stats is not None:
+            stats["rounds"] = stats.get("rounds", 0) + 1
+    return a, b
+
+
+def linear_scan_reverse(
+    a: torch.Tensor, b: torch.Tensor, *, chunk_size: int = 128, stats: dict | None = None, _owned: bool = False
+) -> torch.Tensor:
+    r"""Solve $x_t = b_t + a_t x_{t+1}$ ($x_T = 0$) along the last dim of ``[B, T]`` tensors.
+
+    Two-level scan (chunks of ``chunk_size``, then chunk heads), depth
+    $\lceil\log_2 C\rceil + \lceil\log_2 \lceil T/C\rceil\rceil + 1$. If ``stats`` is a dict,
+    ``stats["rounds"]`` counts the dependent rounds (sequential depth) actually executed.
+    ``_owned=True`` lets the scan use ``a`` and ``b`` as its buffers (saves two copies).
+    """
+    if a.shape != b.shape or a.dim() != 2:
+        raise ValueError(f"expected two [B, T] tensors of equal shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    B, T = a.shape
+    if stats is not None:
+        stats.setdefault("rounds", 0)
+    if T == 0:
+        return b.clone()
+    C = min(chunk_size, 1 << max(0, math.ceil(math.log2(T))))
+    n = -(-T // C)
+    pad = n * C - T
+    if pad:
+        # padding maps are x = 0 + 0 * x: they feed x = 0 into the last real step, as x_T = 0 does.
+        a = torch.nn.functional.pad(a, (0, pad))
+        b = torch.nn.functional.pad(b, (0, pad))
+    elif not _owned:
+        a, b = a.clone(), b.clone()  # the scan reuses its inputs as buffers
+    P, X = _hillis_steele_reverse(a.reshape(B, n, C), b.reshape(B, n, C), stats)
+    if n > 1:
+        # chunk heads: y_k = X_k0 + P_k0 * y_{k+1}, y_n = 0 (y_k = x at the start of chunk k)
+        _, Y = _hillis_steele_reverse(P[:, :, 0].contiguous(), X[:, :, 0].contiguous(), stats)
+        carry = torch.nn.functional.pad(Y[:, 1:], (0, 1))  # x at the start of the next chunk
+        X.addcmul_(P, carry.unsqueeze(-1))
+        if stats is not None:
+            stats["rounds"] += 1
+    X = X.reshape(B, n * C)
+    return X[:, :T].contiguous() if pad else X
+
+
+def gae_scan(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+    *,
+    chunk_size: int = 128,
+    stats: dict | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Raw GAE advantages and returns ``[B, T]`` (>= fp32) by a parallel scan; same results as ``gae``.
+
+    $\delta_t = m_t(r_t + \gamma m_{t+1} V_{t+1} - V_t)$, $\hat A_t = \delta_t + \gamma\lambda m_t m_{t+1}
+    \hat A_{t+1}$, $\hat R_t = m_t(\hat A_t + V_t)$: the value after the last response token is 0,
+    padded positions give 0, a zero inside a row resets the recursion. Follows the inputs' device.
+    ``stats["rounds"]`` (if a dict is passed) records the sequential depth of the scan.
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"expected [B, T] tensors, got rewards of shape {tuple(rewards.shape)}")
+    if values.shape != rewards.shape or mask.shape != rewards.shape:
+        raise ValueError(
+            f"rewards, values, mask must share one [B, T] shape, got {tuple(rewards.shape)}, "
+            f"{tuple(values.shape)}, {tuple(mask.shape)}"
+        )
+    if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
+        raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
+    dt = reduce_dtype(torch.promote_types(rewards.dtype, values.dtype))
+    dev = rewards.device
+    mb = (mask != 0) if mask.dtype != torch.bool else mask
+    mb = mb.to(dev)
+    m = mb.to(dt)
+    delta = torch.where(mb, rewards.to(dt), 0.0)  # becomes delta in place
+    v = torch.where(mb, values.to(device=dev, dtype=dt), 0.0)
+    # delta_t = m_t (r_t + gamma V_{t+1} - V_t); v is already 0 wherever m_{t+1} = 0.
+    delta.sub_(v)
+    delta[:, :-1].add_(v[:, 1:], alpha=gamma)
+    delta.mul_(m)
+    # c_t = gamma lam m_t m_{t+1}, and c_{T-1} = 0 (nothing follows the last column)
+    coef = m * (gamma * lam)
+    coef[:, :-1].mul_(m[:, 1:])
+    coef[:, -1:] = 0.0
+    adv = linear_scan_reverse(coef, delta, chunk_size=chunk_size, stats=stats, _owned=True)
+    returns = (adv + v).mul_(m)
+    return adv, returns
