@@ -93,7 +93,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke test)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gae_scan.json"))
-    ap.add_argument("--threads", type=int, default=1, help="CPU intra-op threads (default 1, see the notes)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="CPU intra-op threads for both variants (default: all cores)")
     ap.add_argument("--_row", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -141,28 +142,27 @@ def measure_row(B: int, T: int, reps: int, device: torch.device) -> list:
 def notes(device: torch.device, threads: int) -> dict:
     zh = (
         "循环版即 verl / TRL / OpenRLHF 的写法：对 batch 向量化，对 T 做 Python 循环，T 个依赖步。"
-        "扫描版：块内（128）Hillis–Steele 扫描，块首再扫描，最后一轮修正，依赖轮数约 log2(T)+1。"
-        "γ=1, λ=0.95，随机右侧 padding。每个网格点在一个新进程里测量（前面各行留下的分配器状态不会影响后面），"
-        "两种实现在同一输入上交替运行，取最小值。"
+        "扫描版：只有右侧 padding 时，块内（64 token）是一次与固定上三角 Toeplitz 矩阵 W_ij=(γλ)^(j−i) 的 GEMM，"
+        "块首用 Hillis–Steele 扫描，最后一轮修正；有内部重置（mask 中 0 后面又出现 1）时走逐块 Hillis–Steele 扫描。"
+        "依赖深度约 log2(T)+1。γ=1, λ=0.95，随机右侧 padding。每个网格点在一个新进程里测量，两种实现在同一输入上交替运行，取最小值。"
     )
     en = (
         "The loop is the one verl / TRL / OpenRLHF ship: vectorised over the batch, a Python loop over T, T dependent steps. "
-        "The scan: Hillis–Steele inside chunks of 128, a scan over the chunk heads, one fix-up round; about log2(T)+1 "
-        "dependent rounds. gamma=1, lambda=0.95, random right padding. Each grid point runs in a fresh process (allocator "
-        "state left by earlier rows cannot leak into later ones); both variants alternate on the same inputs; best time kept."
+        "The scan: with right padding only, each 64-token chunk is one GEMM with the fixed upper-triangular Toeplitz matrix "
+        "W_ij = (gamma*lambda)^(j-i), then a Hillis-Steele scan over the chunk heads and one fix-up round; rows with interior "
+        "resets (a 0 before a 1 in the mask) take the chunked Hillis-Steele scan instead. Depth about log2(T)+1. "
+        "gamma=1, lambda=0.95, random right padding. Each grid point runs in a fresh process; both variants alternate on the "
+        "same inputs; best time kept."
     )
     if device.type == "cpu":
         zh += (
-            f"CPU：两者都用 {threads} 个线程。这是一台与其他任务共享的 2 核机器，多线程逐元素算子会等待被调度走的工作线程"
-            "（曾把一次扫描拖到约 200 ms），而循环的小算子本来就不并行。循环的成本几乎只取决于步数 T，"
-            "扫描的成本随 B·T 增长且受内存带宽限制，所以 B 大时加速比下降；B·T 为 2^19–2^21 的行在多次运行之间波动最大。"
+            f"CPU：两者都用 {threads} 个线程。循环的成本几乎只取决于步数 T（小算子的调度开销），"
+            "扫描的成本随 B·T 增长且受内存带宽限制，所以 B 大时加速比较小。"
         )
         en += (
-            f" CPU: both run with {threads} intra-op thread(s). The machine is a 2-core box shared with other jobs, where "
-            "multi-threaded element-wise ops wait for descheduled worker threads (one scan was stretched to about 200 ms that "
-            "way), while the loop's tiny ops never go parallel. The loop's cost depends almost only on the number of steps T; "
-            "the scan's grows with B*T and is memory-bound, so the speed-up shrinks for a large B; rows with B*T of "
-            "2^19-2^21 vary most between runs."
+            f" CPU: both run with {threads} intra-op thread(s). The loop's cost depends almost only on the number of steps T "
+            "(per-op dispatch overhead); the scan's grows with B*T and is memory-bound, so the speed-up is smallest for a "
+            "large B."
         )
     return {"zh": zh, "en": en}
 

@@ -18,6 +18,11 @@ so all suffix compositions can be formed by a scan. We scan in two levels:
 3. one fix-up round $\hat A_t = b^{loc}_t + a^{loc}_t \hat A_{\text{next chunk}}$.
 
 Depth: $\lceil\log_2 C\rceil + \lceil\log_2 n\rceil + 1 \approx \log_2 T + 1$ rounds.
+
+When the mask is right padding only (no 0 before a 1), every live $a_t$ equals $\gamma\lambda$ and
+$\delta_t = 0$ on the pads, so step 1 is instead one GEMM per chunk with the fixed Toeplitz matrix
+$W_{ij} = (\gamma\lambda)^{j-i}$ (:func:`discounted_suffix_sum`): $O(BTC)$ flops but few memory
+passes, which is what a CPU (memory-bound here) rewards.
 Only products of the $a_t\in[0,1]$ are ever formed — no $(\gamma\lambda)^{-t}$ rescaling and no
 subtraction — so the result is as stable in fp32 as the loop for $\gamma\lambda \to 1$ and
 $T = 32\text{k}$. Interior resets ($m_t = 0$ inside a row) simply make $a_t = 0$.
@@ -127,19 +132,60 @@ def gae_scan(
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
     dt = reduce_dtype(torch.promote_types(rewards.dtype, values.dtype))
     dev = rewards.device
-    mb = (mask != 0) if mask.dtype != torch.bool else mask
-    mb = mb.to(dev)
-    m = mb.to(dt)
-    delta = torch.where(mb, rewards.to(dt), 0.0)  # becomes delta in place
-    v = torch.where(mb, values.to(device=dev, dtype=dt), 0.0)
+    m = (mask.to(dev) != 0).to(dt)
+    v = values.to(device=dev, dtype=dt) * m
     # delta_t = m_t (r_t + gamma V_{t+1} - V_t); v is already 0 wherever m_{t+1} = 0.
+    delta = rewards.to(dt) * m
     delta.sub_(v)
     delta[:, :-1].add_(v[:, 1:], alpha=gamma)
     delta.mul_(m)
-    # c_t = gamma lam m_t m_{t+1}, and c_{T-1} = 0 (nothing follows the last column)
-    coef = m * (gamma * lam)
-    coef[:, :-1].mul_(m[:, 1:])
-    coef[:, -1:] = 0.0
-    adv = linear_scan_reverse(coef, delta, chunk_size=chunk_size, stats=stats, _owned=True)
+    if has_resets(m):
+        # c_t = gamma lam m_t m_{t+1}, and c_{T-1} = 0 (nothing follows the last column)
+        coef = m * (gamma * lam)
+        coef[:, :-1].mul_(m[:, 1:])
+        coef[:, -1:] = 0.0
+        adv = linear_scan_reverse(coef, delta, chunk_size=chunk_size, stats=stats, _owned=True)
+    else:  # right padding only: every live decay is the same gamma*lam, so a chunk is one GEMM
+        adv = discounted_suffix_sum(delta, gamma * lam, chunk_size=min(chunk_size, 64), stats=stats).mul_(m)
     returns = (adv + v).mul_(m)
     return adv, returns
+
+
+def has_resets(m: torch.Tensor) -> bool:
+    """True if some row of the 0/1 mask has a 0 before a 1 (left padding or an interior reset)."""
+    return bool((m[:, :-1] < m[:, 1:]).any()) if m.shape[-1] > 1 else False
+
+
+def discounted_suffix_sum(
+    x: torch.Tensor, g: float, *, chunk_size: int = 64, stats: dict | None = None
+) -> torch.Tensor:
+    r"""$y_t = \sum_{j \ge t} g^{j-t} x_j$ along the last dim of ``[B, T]``, blocked.
+
+    Inside a chunk of $C$ tokens it is one GEMM with the fixed upper-triangular Toeplitz matrix
+    $W_{ij} = g^{j-i}$ ($j \ge i$); across chunks the heads obey $H_k = y^{loc}_{k,0} + g^C H_{k+1}$,
+    solved by :func:`linear_scan_reverse`; then $y_{k,i} = y^{loc}_{k,i} + g^{C-i} H_{k+1}$.
+    Only powers $g^p$ with $p \ge 0$ appear, so it is stable for $g \to 1$. With right padding
+    ($x = 0$ after the end) this is exactly GAE's recursion.
+    """
+    B, T = x.shape
+    C = max(1, min(chunk_size, T))
+    n = -(-T // C)
+    pad = n * C - T
+    xs = torch.nn.functional.pad(x, (0, pad)) if pad else x
+    i = torch.arange(C, device=x.device, dtype=torch.float64)
+    power = (i[None, :] - i[:, None]).clamp_min(0)
+    W = torch.triu(torch.full_like(power, g) ** power).to(x.dtype)  # W[i, j] = g^(j-i), j >= i
+    local = (xs.reshape(B * n, C) @ W.T).reshape(B, n, C)
+    if stats is not None:  # a length-C dot product is ceil(log2 C) deep as a tree reduction
+        stats["rounds"] = stats.get("rounds", 0) + math.ceil(math.log2(C))
+    if n > 1:
+        # one-level scan over all n heads (ceil(log2 n) rounds); it copies its inputs
+        heads = linear_scan_reverse(torch.full((B, n), g**C, dtype=x.dtype, device=x.device),
+                                    local[:, :, 0], chunk_size=n, stats=stats)
+        carry = torch.nn.functional.pad(heads[:, 1:], (0, 1))  # y at the start of the next chunk
+        tail = (torch.full((C,), g, dtype=torch.float64, device=x.device) ** (C - i)).to(x.dtype)
+        local.addcmul_(tail, carry.unsqueeze(-1))
+        if stats is not None:
+            stats["rounds"] += 1
+    y = local.reshape(B, n * C)
+    return y[:, :T].contiguous() if pad else y
