@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from mianjing.report import write_json_atomic  # noqa: E402
+
 from impls.rl.gae_scan import gae_scan  # noqa: E402
 
 
@@ -177,12 +179,8 @@ def write_result(rows: list, args, device: torch.device) -> None:
         "rows": rows,
         "notes": notes(device, args.threads),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    write_json_atomic(Path(args.out), result)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import datetime
 import gc
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+from mianjing.report import write_json_atomic  # noqa: E402
 
 from impls.rl.logprobs import token_logprobs  # noqa: E402
 
@@ -186,12 +187,8 @@ def main() -> None:
             f"Memory: {meter_en}. Times: best of {args.reps} interleaved runs in one process (the machine is shared).",
         },
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    write_json_atomic(Path(args.out), result)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

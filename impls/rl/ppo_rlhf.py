@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from impls.rl.gae import gae
 from impls.rl.kl import kl_estimate

@@ -99,7 +99,6 @@ def test_ddp_and_fsdp_full_shard_bytes_match_formula(runs, evidence):
         assert sum(held) == f3["params"] * world          # the shards partition Ψ exactly
         ag = res[0]["engines"]["fsdp2_reshard"]["collectives"]["all_gather_single"]["elements"]
         rs = res[0]["engines"]["fsdp2_reshard"]["collectives"]["reduce_scatter_single"]["elements"]
-        ddp_vol = 2 * PSI
         peak = {e: _peak_model_state_bytes(res, e) for e in ("ddp", "zero1", "fsdp2_noreshard", "fsdp2_reshard")}
         volume = {e: _volume(res[0]["engines"][e]["collectives"]) for e in peak}
         assert ag + rs == volume["fsdp2_reshard"]

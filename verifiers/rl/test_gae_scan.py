@@ -8,7 +8,6 @@ and fp64 runs of both.
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 import sympy as sp

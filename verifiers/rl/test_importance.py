@@ -70,7 +70,6 @@ def test_weight_variance_is_chi2_not_proportional(evidence):
     assert rows[1]["var_w"] / rows[1]["kl"] > 50 * rows[0]["var_w"] / rows[0]["kl"]
     # (2) Gaussians N(m,1) vs N(0,1): chi2 = e^{m^2}-1 (exponential), KL = m^2/2 (quadratic)
     x, m = sp.symbols("x m", real=True)
-    s2 = sp.symbols("s2", positive=True)
     npdf = lambda mean, var: sp.exp(-((x - mean) ** 2) / (2 * var)) / sp.sqrt(2 * sp.pi * var)  # noqa: E731
     chi2_gauss = sp.simplify(sp.integrate(npdf(m, 1) ** 2 / npdf(0, 1), (x, -sp.oo, sp.oo)) - 1)
     assert sp.simplify(chi2_gauss - (sp.exp(m**2) - 1)) == 0

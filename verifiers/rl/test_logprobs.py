@@ -14,7 +14,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from impls.rl.logprobs import peak_memory_bytes, token_entropy, token_logprobs
+from impls.rl.logprobs import peak_memory_bytes, token_logprobs
 
 
 def full_logprobs(z: torch.Tensor, y: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
