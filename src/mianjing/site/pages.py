@@ -68,6 +68,13 @@ class SiteData:
 # --------------------------------------------------------------------------- paths and tags
 
 
+
+def env_value(v) -> str:
+    """{'version': '6.1', 'max_examples': 60} -> 'version=6.1, max_examples=60'; other values as str."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x}" for k, x in v.items())
+    return str(v)
+
 def entry_path(entry: Entry) -> str:
     return f"q/{entry.topic}/{entry.id}.md"
 
@@ -257,7 +264,8 @@ def details_body(claim: Claim, lang: str, data: SiteData) -> str:
                 if env.get(k) not in (None, "")]
         if rows:
             parts += [f"**{t('environment', lang)}**", "",
-                      '<p class="mj-env">' + " · ".join(f"{k} <code>{html.escape(str(v))}</code>" for k, v in rows) + "</p>", ""]
+                      '<p class="mj-env">' + " · ".join(f"{k} <code>{html.escape(env_value(v))}</code>" for k, v in rows)
+                      + "</p>", ""]
         tests = rec.get("tests") or []
         if tests:
             parts += [f"**{t('tests', lang)}**", ""]
@@ -415,7 +423,7 @@ def report_page(lang: str, data: SiteData) -> str:
                 if env.get(k) not in (None, "")]
         if rows:
             out += [f"### {t('environment', lang)}", "", f"| {t('env_key', lang)} | {t('env_value', lang)} |", "|---|---|"]
-            out += [f"| {k} | `{v}` |" for k, v in rows]
+            out += [f"| {k} | `{env_value(v)}` |" for k, v in rows]
             out.append("")
     counts: dict[str, int] = {}
     table = [f"| {t('claim', lang)} | {t('entry', lang)} | {t('verdict', lang)} | {t('method', lang)} | {t('outcome', lang)} | {t('duration', lang)} |",
