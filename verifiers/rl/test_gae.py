@@ -172,6 +172,11 @@ def test_lambda0(evidence, bias_variance_table):
     # lowest variance of the family
     assert tab["lam=0.0"]["exact_V"]["variance"] < tab["lam=1.0"]["exact_V"]["variance"]
     assert tab["lam=0.0"]["wrong_V"]["bias"] == max(v["wrong_V"]["bias"] for v in tab.values())
+    # "shrinks monotonically to 0 as lambda grows": on a fine grid too, not only at the five tabulated values
+    fine = [_estimator_stats(k / 20, False)["bias"] for k in range(21)]
+    assert all(x > y for x, y in zip(fine, fine[1:])), fine
+    assert fine[-1] < 1e-10 and abs(fine[0] - tab["lam=0.0"]["wrong_V"]["bias"]) < 1e-15
+    evidence["wrong_V_bias_lambda_0_to_1_step_0.05"] = fine
     evidence["bias_variance_by_lambda"] = tab
     evidence["mdp"] = f"{S} states, {K} actions, horizon {H}, P(terminate)={P_TERM}, gamma=1, seed 3"
 
@@ -185,10 +190,34 @@ def test_lambda1(evidence, bias_variance_table):
     m = torch.tensor([[1.0] * 6, [1.0] * 3 + [0.0] * 3], dtype=torch.float64)
     adv, _ = G.gae(r, v, m, 0.9, 1.0)
     assert torch.allclose(adv, (G.discounted_returns(r, m, 0.9) - v) * m, atol=1e-12)
+    lengths = [6, 3]
+    mc = kata.oracle_mc_return(r.tolist(), lengths, 0.9)  # plain-Python reward-to-go, not the module's
+    want = torch.tensor([[(mc[i][t] - float(v[i, t])) if t < lengths[i] else 0.0 for t in range(6)] for i in range(2)],
+                        dtype=torch.float64)
+    assert torch.allclose(adv, want, atol=1e-12), (adv, want)
     tab = bias_variance_table
     # unbiased whatever the critic: the baseline V(s_t) has zero-mean score-function term
     assert tab["lam=1.0"]["exact_V"]["bias"] < 1e-10
     assert tab["lam=1.0"]["wrong_V"]["bias"] < 1e-10
     variances = [tab[f"lam={lam}"]["exact_V"]["variance"] for lam in LAMS]
     assert all(x < y for x, y in zip(variances, variances[1:])), variances  # grows with lambda here
+    # as an estimate of A(s,a) itself: E[A_0 | s_0, a_0] = Q_0(s,a) - V_used(s), not Q_0 - V^pi, with a wrong critic
+    P, R, theta, offset = _mdp()
+    pi = torch.softmax(theta, -1)
+    Vt, _ = _exact_values(P, R, theta)
+    Q0 = R + (1 - P_TERM) * torch.einsum("sat,t->sa", P, Vt[1])  # exact Q at t = 0 (backward induction)
+    trajs = _trajectories(P, pi)
+    num, den = torch.zeros(S, K, dtype=torch.float64), torch.zeros(S, K, dtype=torch.float64)
+    for states, acts, p in trajs:
+        L = len(acts)
+        rr = torch.tensor([[float(R[s, a]) for s, a in zip(states, acts)]], dtype=torch.float64)
+        vv = torch.tensor([[float(Vt[t, s] + offset[t, s]) for t, s in enumerate(states)]], dtype=torch.float64)
+        a1, _ = G.gae(rr, vv, torch.ones(1, L, dtype=torch.float64), 1.0, 1.0)
+        num[states[0], acts[0]] += p * float(a1[0, 0])
+        den[states[0], acts[0]] += p
+    cond = num / den
+    gap_used = float((cond - (Q0 - (Vt[0] + offset[0])[:, None])).abs().max())
+    gap_true = float((cond - (Q0 - Vt[0][:, None])).abs().max())
+    assert gap_used < 1e-12 and gap_true > 0.1, (gap_used, gap_true)
+    evidence["lam1_wrong_V_conditional_mean_minus_true_advantage"] = gap_true
     evidence["bias_variance_by_lambda"] = tab

@@ -73,10 +73,17 @@ def test_weight_variance_is_chi2_not_proportional(evidence):
     npdf = lambda mean, var: sp.exp(-((x - mean) ** 2) / (2 * var)) / sp.sqrt(2 * sp.pi * var)  # noqa: E731
     chi2_gauss = sp.simplify(sp.integrate(npdf(m, 1) ** 2 / npdf(0, 1), (x, -sp.oo, sp.oo)) - 1)
     assert sp.simplify(chi2_gauss - (sp.exp(m**2) - 1)) == 0
+    # ... and KL(N(m,1) || N(0,1)) = m^2/2, integrated rather than quoted (log-ratio = m x - m^2/2)
+    log_ratio_gauss = sp.simplify(sp.expand_log(sp.log(npdf(m, 1) / npdf(0, 1)), force=True))
+    kl_gauss = sp.simplify(sp.integrate(npdf(m, 1) * log_ratio_gauss, (x, -sp.oo, sp.oo)))
+    assert sp.simplify(kl_gauss - m**2 / 2) == 0, kl_gauss
     # (3) infinite variance with finite KL: pi = N(0, 2), mu = N(0, 1)
     second_moment = sp.integrate(npdf(0, 2) ** 2 / npdf(0, 1), (x, -sp.oo, sp.oo))
     kl_finite = float(sp.Rational(1, 2) * (2 - 1 - sp.log(2)))
     assert second_moment == sp.oo
+    log_ratio_var = sp.simplify(sp.expand_log(sp.log(npdf(0, 2) / npdf(0, 1)), force=True))
+    kl_int = sp.integrate(npdf(0, 2) * log_ratio_var, (x, -sp.oo, sp.oo))
+    assert kl_int.is_finite and abs(float(kl_int) - kl_finite) < 1e-12, kl_int
     # (4) Monte Carlo: the empirical variance of w under mu matches chi2
     p = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=DT)
     q = torch.tensor([0.25, 0.25, 0.25, 0.25], dtype=DT)

@@ -127,12 +127,21 @@ def test_oscillation_is_a_gain_problem_not_a_frequency_problem(evidence):
     ppo_start = beta_for_kl(0.0151, pi_ref, r)
     kls_ppo, _ = simulate(AdaptiveKLController(ppo_start, 0.01), pi_ref, r, 60)
     ppo_in_band = sum(0.01 / 1.5 <= k <= 0.015 for k in kls_ppo)
+    assert ppo_in_band == 0 and len({round(k, 9) for k in kls_ppo}) == 2, kls_ppo[:10]  # the x2 rule cycles too
 
     target = 0.015
-    kls_prop, _ = simulate(ProportionalKLController(b0, target, horizon=10_000), pi_ref, r, 300, n_steps=1000)
+    kls_prop, betas_prop = simulate(ProportionalKLController(b0, target, horizon=10_000), pi_ref, r, 300, n_steps=1000)
+    # oracle for the controller itself, written from Ziegler et al. 2019 §2.2:
+    # e = clip(KL/target - 1, -0.2, 0.2), beta <- beta (1 + K_beta e), K_beta = 1000/10000 = 0.1
+    b = b0
+    for k, got in zip(kls_prop, betas_prop):
+        assert abs(got / b - 1) < 1e-12, (got, b)
+        b *= 1 + 0.1 * min(max(k / target - 1, -0.2), 0.2)
     off = [k - target for k in kls_prop if abs(k / target - 1) > 1e-9]  # ignore round-off at the fixed point
     sign_changes = sum(a * b < 0 for a, b in zip(off, off[1:]))
     assert sign_changes == 0, kls_prop[:20]
+    # "converges monotonically": the distance to the target never grows
+    assert all(abs(y) <= abs(x) + 1e-15 for x, y in zip(off, off[1:])), off[:20]
     assert abs(kls_prop[-1] / target - 1) < 1e-3, kls_prop[-1]
     evidence.update(
         folk_rule_kl_cycle=sorted({round(k, 5) for k in kls_folk}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import sympy as sp
 import torch
 
 from impls.rl.tiny_lm import TinyCausalLM
@@ -99,6 +100,15 @@ def test_repetition_rule_board_not_markov(evidence):
     assert abs(v_opt - brute[best_policy]) < 1e-12
     board_only = max(g.board_only_value(q / 100) for q in range(101))
     assert board_only < v_opt - 0.04, (board_only, v_opt)
+    # independent oracle for the board-only optimum over *all* q in [0, 1] (not just the grid): sympy
+    q = sp.symbols("q", real=True)
+    v2 = q * (sp.Rational(1, 2) + sp.Rational(1, 2) * 0) + (1 - q) * sp.Rational(3, 5)  # second visit, then draw
+    v1 = sp.expand(q * (sp.Rational(1, 2) + sp.Rational(1, 2) * v2) + (1 - q) * sp.Rational(3, 5))
+    assert sp.expand(v1 - (sp.Rational(3, 5) + q / 5 - q**2 / 20)) == 0
+    crit = [c for c in sp.solve(sp.diff(v1, q), q) if 0 <= c <= 1]
+    sup = max(v1.subs(q, c) for c in [0, 1, *crit])
+    assert sup == sp.Rational(3, 4) and abs(board_only - 0.75) < 1e-12, (sup, board_only)
+    assert all(abs(g.board_only_value(k / 10) - float(v1.subs(q, sp.Rational(k, 10)))) < 1e-12 for k in range(11))
     evidence["counterexample"] = {"same_board": "P", "best_move_first_occurrence": move1,
                                   "best_move_second_occurrence": move2, "optimal_value": v_opt,
                                   "best_board_only_value": board_only, "all_history_policies": {f"{a}/{b}": v for (a, b), v in brute.items()}}
@@ -123,6 +133,8 @@ def test_kv_cache_is_a_function_of_the_prefix(evidence, device):
                 _, past = m(seq_c[:, i : i + 1], past)
         cdiff = max(float((a[0] - b[0]).abs().max()) for a, b in zip(past, past_full))
         assert cdiff < tol
+        if dtype == torch.float64:  # the entry says "matching recomputation to 1e-16": round-off level
+            assert diff < 1e-14 and cdiff < 1e-14, (diff, cdiff)
         out[str(dtype)] = {"max_logit_diff": diff, "max_cache_diff": cdiff}
     # the last token alone is not a Markov state: same last token, different next-token distribution
     m = TinyCausalLM(vocab=11, d=32, n_heads=4, n_layers=2).to(device=device, dtype=torch.float64).eval()

@@ -66,6 +66,9 @@ def test_ppo_epochs_learn_from_a_stale_policy(evidence):
     assert abs(log[1]["ratio_max"] - 1) > 1e-3 or abs(log[1]["ratio_min"] - 1) > 1e-3  # no lag, yet ratio != 1
     assert max(x["clip_frac"] for x in log) > 0  # the trust region binds in later epochs
     assert kl > 1e-3 and naive_err > 0.05 and corr_err < 1e-10, (kl, naive_err, corr_err)
+    assert 0.2 < naive_err < 0.3, naive_err  # the entries quote "about 25 % off"
+    # "the second minibatch already has ratios away from 1 (here [0.80, 1.15])"
+    assert log[1]["ratio_min"] < 0.85 and log[1]["ratio_max"] > 1.1, log[1]
     evidence.update(minibatch_log=log, kl_old_to_final=kl, naive_grad_rel_err=naive_err,
                     is_corrected_grad_rel_err=corr_err, lag="none (synchronous)")
 
@@ -124,6 +127,14 @@ def test_ppo_clip_cannot_learn_from_far_off_policy_data(evidence):
     norm_ratio = float(g_ppo.norm() / g_true.norm())
     assert float((g_is - g_true).abs().max()) < 1e-12
     assert cos < 0.9 or norm_ratio < 0.3, (cos, norm_ratio)
+    # the figures the entry quotes: the expected PPO gradient points away from the true one (cosine
+    # about -0.25) and only the 2 of 6 arms whose ratio lies on the unclipped side keep a gradient
+    assert -0.3 < cos < -0.2, cos
+    assert abs(active - 1 / 3) < 1e-12, active
+    # hand oracle for which arms keep a gradient: clipped active iff (A>0, r>1+eps) or (A<0, r<1-eps)
+    r_arm = pi / mu
+    alive = [not ((A[k] > 0 and r_arm[k] > 1.2) or (A[k] < 0 and r_arm[k] < 0.8)) for k in range(6)]
+    assert abs(sum(float(mu[k]) for k in range(6) if alive[k]) - active) < 1e-12, (alive, active)
     evidence["counterexample"] = {"pi": pi.tolist(), "mu": mu.tolist(), "ratios": (pi / mu).tolist(),
                                   "cosine_ppo_vs_true_grad": cos, "norm_ratio": norm_ratio,
                                   "fraction_of_data_with_gradient": active}

@@ -186,7 +186,18 @@ def test_td_error_is_advantage_only_with_true_V(evidence):
         sel = tr.states[:, 0] == s
         v_ls = (p[sel] * G0[sel]).sum() / p[sel].sum()
         assert abs(float(v_ls - dp["V"][0, s])) < 1e-10
-    evidence.update(max_err_true_V=err_true, max_err_critic_off_by_half=err_bad)
+    # ... while G_t - V(s_t) keeps the policy gradient unbiased even with the wrong critic
+    steps = torch.arange(M.H)[None, :].expand_as(tr.states)
+    g_exact = M.exact_grad(th)
+    mc_bias = {}
+    for name, VV in (("true_V", dp["V"]), ("V_off_by_half", Vbad)):
+        m_b, _ = M.estimator_moments(th, estimator(M, th, tr, "reward-to-go", baseline=VV[steps, tr.states],
+                                                   discount_weight=True))
+        mc_bias[name] = float((m_b - g_exact).abs().max())
+        assert mc_bias[name] < 1e-10, (name, mc_bias[name])
+    assert abs(err_bad - 0.5) < 1e-9, err_bad  # the entry quotes "a 0.5 bias"
+    evidence.update(max_err_true_V=err_true, max_err_critic_off_by_half=err_bad,
+                    mc_advantage_policy_gradient_bias=mc_bias)
 
 
 @pytest.mark.claim("pg.reinforce.baseline-variance")
@@ -202,6 +213,8 @@ def test_baseline_can_increase_variance(evidence):
     Es2G = p * s1**2 * r1 + (1 - p) * s2**2 * r2
     Es2 = p * s1**2 + (1 - p) * s2**2
     assert sp.simplify(bstar - Es2G / Es2) == 0  # b* = E[s^2 G] / E[s^2]
+    # exactly when a constant baseline helps: Var(b) - Var(0) = E[s^2] b (b - 2 b*), i.e. only for b between 0 and 2b*
+    assert sp.simplify(var - var.subs(b, 0) - Es2 * b * (b - 2 * bstar)) == 0
     vals = {p: sp.Rational(1, 10), r1: 1, r2: -1}
     V = sp.Rational(1, 10) * 1 + sp.Rational(9, 10) * (-1)
     var0, varV, varstar = (float(var.subs(vals).subs(b, x)) for x in (0, V, bstar.subs(vals)))

@@ -527,9 +527,14 @@ def test_kl_to_old_policy_is_zero_at_rollout(evidence, one_thread):
     kf = sum(x["KL"] for x in kl_f) / P_
     ko = sum(x["KL"] for x in kl_o) / P_
     assert ko > 1.5 * kf, (kf, ko)
+    # "as if beta were 0": the same run with beta = 0 ends at the same distance from the SFT model
+    (pol_0, sft_0, _), _ = _train(8, 0, beta=0.0, ref_mode="frozen")
+    k0 = sum(x["KL"] for x in exact_stats(pol_0, sft_0, rm, beta)) / P_
+    assert abs(ko - k0) < 1e-6 * max(1.0, k0), (ko, k0)
     evidence["counterexample"] = {
         "beta": beta, "penalty_seen_with_kl_to_old_per_iteration": seq_kl_old,
         "exact_KL_to_sft_with_reference_penalty": kf, "exact_KL_to_sft_with_old_policy_penalty": ko,
+        "exact_KL_to_sft_with_beta_0": k0,
     }
 
 

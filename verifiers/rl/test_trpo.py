@@ -21,6 +21,27 @@ def _setup(seed: int, S: int, A: int, gamma: float, scale: float = 1.0):
     return g, mdp, theta
 
 
+def _eta_by_iteration(mdp, pi, sweeps: int = 20_000):
+    """Second algorithm for eta: iterative policy evaluation V <- r_pi + gamma P_pi V (no linear solve)."""
+    r_pi = (pi * mdp.R).sum(-1)
+    P_pi = (pi[:, :, None] * mdp.P).sum(1)
+    V = torch.zeros_like(r_pi)
+    for _ in range(sweeps):
+        V = r_pi + mdp.gamma * P_pi @ V
+    Q = mdp.R + mdp.gamma * torch.einsum("sat,t->sa", mdp.P, V)
+    return float(mdp.rho0 @ V), Q - V[:, None]
+
+
+def _visitation_by_series(mdp, pi, terms: int = 20_000):
+    """rho(s) = sum_t gamma^t P(s_t = s), summed term by term."""
+    P_pi = (pi[:, :, None] * mdp.P).sum(1)
+    d, rho = mdp.rho0.clone(), torch.zeros_like(mdp.rho0)
+    for t in range(terms):
+        rho = rho + d
+        d = mdp.gamma * (d @ P_pi)
+    return rho
+
+
 def _lower_bound(mdp, z_old, z_new):
     pi_old, pi_new = TR.policy(z_old), TR.policy(z_new)
     adv = mdp.advantage(pi_old)
@@ -86,6 +107,21 @@ def test_monotonic_in_theory_not_in_practice(evidence):
             break
     assert found is not None, "no practical TRPO step lowered eta"
     assert found["mean_kl"] <= delta and found["surrogate_gain_predicted"] > 0
+    # independent re-check of the counterexample (nothing taken from the implementation's own report):
+    # eta by iterative evaluation, visitation by its power series, KL and surrogate gain by hand
+    pi_new = TR.policy(f(new))
+    eta_old_it, adv_it = _eta_by_iteration(mdp, pi)
+    eta_new_it, _ = _eta_by_iteration(mdp, pi_new)
+    rho_it = _visitation_by_series(mdp, pi)
+    kl_s = (pi * (pi.log() - pi_new.log())).sum(-1)
+    mean_kl_it = float((rho_it / rho_it.sum()) @ kl_s)
+    gain_it = float(rho_it @ ((pi_new - pi) * adv_it).sum(-1))
+    assert abs((eta_new_it - eta_old_it) - found["eta_change"]) < 1e-8, (eta_new_it - eta_old_it, found)
+    assert eta_new_it < eta_old_it
+    assert abs(mean_kl_it - found["mean_kl"]) < 1e-8 and mean_kl_it <= delta, (mean_kl_it, found)
+    assert abs(gain_it - found["surrogate_gain_predicted"]) < 1e-8 and gain_it > 0, (gain_it, found)
+    found["independent_check"] = {"eta_change": eta_new_it - eta_old_it, "mean_kl": mean_kl_it,
+                                  "surrogate_gain": gain_it}
     assert found["theorem1_lower_bound_minus_eta_before"] < 0  # the theory never licensed this step
     evidence["theorem1_min_gap_over_120_pairs"] = worst_gap
     evidence["mm_iteration_eta"] = etas
