@@ -185,11 +185,20 @@ def test_single_next_can_push_h_minus_1(evidence):
     first = it.next()
     assert first == 0
     assert it.stats["last_call_pushes"] == n - 1 == height(root) - 1
+    # independently of the iterator's own counters: pointer reads on an instrumented copy during that one call
+    croot, counter = counting_copy(bst_from_keys(keys))
+    cit = BSTIterator(croot)
+    before = counter["reads"]
+    assert cit.next() == 0
+    first_call_reads = counter["reads"] - before
+    assert first_call_reads >= n - 1, first_call_reads
+    assert cit.next() == 1 and counter["reads"] - before - first_call_reads <= 2  # the following call is cheap
     evidence["counterexample"] = {
         "keys_inserted": "[0, 999, 998, ..., 1]",
         "n": n,
         "height": height(root),
         "pushes_in_first_next": it.stats["last_call_pushes"],
+        "pointer_reads_in_first_next": first_call_reads,
     }
 
     # In general one call pushes at most h - 1 nodes (Theta(h) worst case, not O(1)).

@@ -171,6 +171,7 @@ def test_zero_redundancy_optimizer_assigns_whole_parameters(runs, evidence):
         assert moment_bytes == [2 * FP32 * e for e in elems]
         even = _formula("zero1", world)["optimizer"]
         assert max(moment_bytes) > even                  # the even split Ψ/N is not what happens
+        assert elems == {2: [187, 125], 3: [187, 85, 40]}[world], (world, elems)   # the figures the entry quotes
         evidence[f"N={world}"] = {"owned_param_indices": owned, "state_elements_per_rank": elems,
                                   "even_split_elements": PSI / world,
                                   "max_over_even": max(elems) / (PSI / world)}
@@ -181,6 +182,7 @@ def test_zero_redundancy_optimizer_assigns_whole_parameters(runs, evidence):
 
 @pytest.mark.claim("zero.fsdp-reshard-volume")
 def test_fsdp_reshard_volume(runs, evidence):
+    assert PSI == 312 and _padded_psi(2) == 348          # the figures the entry quotes
     for world, res in runs.items():
         pad = _padded_psi(world)
         for r in res:
@@ -220,10 +222,18 @@ def test_fsdp_zero2_analogue_keeps_params_sharded_at_rest(runs, evidence):
             assert z2["after_backward"]["grad_bytes"] == mine
             assert mine < f2["params"]                                  # the paper's ZeRO-2 keeps pΨ
             assert r["engines"]["fsdp2_reshard"]["between_fwd_bwd"]["param_bytes"] == mine
+            # FSDP1 groups each Linear's weight and bias into one flat parameter, padded to a multiple of N,
+            # and each rank keeps its 1/N slice of it
+            per_module = [math.prod(_shapes()[2 * i]) + math.prod(_shapes()[2 * i + 1]) for i in range(len(_shapes()) // 2)]
+            flat_shard = sum(math.ceil(m / world) for m in per_module) * FP32
+            for e in ("fsdp1_full_shard", "fsdp1_shard_grad_op"):
+                assert r["engines"][e]["after_step"]["param_bytes"] == flat_shard, (e, world, r["engines"][e])
+                assert r["engines"][e]["after_backward"]["grad_bytes"] == flat_shard, (e, world, r["engines"][e])
         evidence[f"N={world}"] = {
             "noreshard_param_bytes_between_fwd_bwd": [r["engines"]["fsdp2_noreshard"]["between_fwd_bwd"]["param_bytes"] for r in res],
             "noreshard_param_bytes_after_backward": [r["engines"]["fsdp2_noreshard"]["after_backward"]["param_bytes"] for r in res],
             "paper_zero2_param_bytes": f2["params"],
+            "fsdp1_flat_param_shard_bytes": [r["engines"]["fsdp1_full_shard"]["after_step"]["param_bytes"] for r in res],
         }
 
 

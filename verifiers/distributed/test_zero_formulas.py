@@ -55,9 +55,11 @@ def test_optimizer_share(evidence):
     z1 = {n: float((M.model_state_terms("zero1")["optimizer"] / M.model_state_bytes("zero1")).subs(MIXED).subs(M.N, n))
           for n in (8, 64)}
     assert z1[8] < 0.3 and z1[64] < 0.05
+    assert abs(z1[8] - 3 / 11) < 1e-12                                # (12/8) / (4 + 12/8): "about 27%"
     act = _llama7b_activations()
     with_act = 84 / (112 + act)
     assert with_act < 0.5
+    assert abs(act - 104.2) < 0.1 and abs(with_act - 0.389) < 0.001    # "about 39%"
     evidence.update(share_of_model_states=0.75, share_under_zero1=z1,
                     llama7b_activations_gb_s4096_b1=round(act, 1),
                     share_including_activations=round(with_act, 3),
@@ -73,6 +75,8 @@ def test_zero1_factor(evidence):
     assert sp.simplify(sp.diff(f, M.N)) .subs(M.N, 5) > 0          # grows with N towards 4
     table = {n: float(_factor("zero1", n)) for n in (1, 2, 4, 8, 16, 64, 1024)}
     assert _factor("zero1", 2) == sp.Rational(8, 5)               # 16 / (4 + 12/2)
+    assert [_factor("zero1", n) for n in (4, 8, 64)] == [sp.Rational(16, 7), sp.Rational(32, 11), sp.Rational(256, 67)]
+    assert [round(table[n], 2) for n in (2, 4, 8, 64)] == [1.6, 2.29, 2.91, 3.82]
     assert all(v < 4 for v in table.values())
     evidence.update(factor_by_n=table, counterexample={"N_d": 2, "factor": 1.6})
 
@@ -97,6 +101,8 @@ def test_zero2_8x_28gb(evidence):
     per_card = {n: float(_gb("zero2", psi, n)) for n in (2, 4, 8, 64)}
     factors = {n: float(_factor("zero2", n)) for n in (2, 4, 8, 64)}
     assert per_card[8] == 26.25 and factors[8] == pytest.approx(4.267, abs=1e-3)
+    assert [per_card[n] for n in (2, 4)] == [63.0, 38.5]                      # 14 + 98/N GB
+    assert [round(factors[n], 2) for n in (2, 4, 8)] == [1.78, 2.91, 4.27]
     assert 112 / 8 == 14 != 28                                    # "8x" and "28 GB" contradict each other
     assert sp.limit(_gb("zero2", psi, M.N), M.N, sp.oo) == 14
     evidence.update(per_card_gb=per_card, factor_by_n=factors,
@@ -112,6 +118,7 @@ def test_zero3_factor(evidence):
     states = float(_gb("zero3", psi, n))
     overall = (112 + act) / (states + act)
     assert overall < n / 2
+    assert states == 14.0 and abs(overall - 1.83) < 0.01                       # "only about 1.8x"
     evidence.update(model_state_factor="N", llama7b_n8={"model_states_gb": states, "activations_gb": round(act, 1),
                                                         "overall_factor": round(overall, 2)})
 
@@ -136,6 +143,9 @@ def test_reductions_depend_on_n(evidence):
             for n in (2, 4, 8, 16, 64)}
     assert rows[4]["zero1"] == pytest.approx(16 / 7, abs=1e-3) and rows[8]["zero2"] == pytest.approx(64 / 15, abs=1e-3)
     assert all(r["zero1"] < 4 and r["zero2"] < 8 for r in rows.values())
+    assert (rows[8]["zero1"], rows[8]["zero2"]) == (2.909, 4.267)                 # 32/11 and 64/15
+    assert sp.limit(M.reduction_factor("zero1").subs(MIXED), M.N, sp.oo) == 4
+    assert sp.limit(M.reduction_factor("zero2").subs(MIXED), M.N, sp.oo) == 8
     evidence.update(factors=rows, counterexample={"N_d": 8, "zero1": rows[8]["zero1"], "zero2": rows[8]["zero2"]})
 
 
@@ -233,6 +243,8 @@ def test_ring_formula_evidence(evidence):
     assert sp.simplify(M.ring_bytes_sent("all_reduce", S, n) - 2 * M.ring_bytes_sent("reduce_scatter", S, n)) == 0
     _, sent = _simulate_ring([[1.0] * 1000] * 8)
     assert sent == [1750] * 8
+    uneven = _simulate_ring([[1] * 13] * 3)[1]
+    assert sorted(uneven) == [17, 17, 18] and sum(uneven) == 2 * 2 * 13   # "18, 17 and 17", mean 2(N-1)S/N
     evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1])
 
 

@@ -40,7 +40,7 @@ def test_dynamic_sampling_drops_all_correct_and_all_wrong(evidence):
     }
 
 
-def _group_grad(scores, beta, kl_kind="k3"):
+def _group_grad(scores, beta, kl_kind="k3", ent_coef=0.0):
     g = torch.Generator().manual_seed(0)
     G, T, V = len(scores), 4, 5
     logits = torch.randn(G, T, V, generator=g, dtype=F64, requires_grad=True)
@@ -54,6 +54,9 @@ def _group_grad(scores, beta, kl_kind="k3"):
     loss = aggregate(-adv * ratio, mask, "seq-mean-token-mean")
     if beta:
         loss = loss + beta * aggregate(kl_estimate(logp, logp_ref, kl_kind), mask, "seq-mean-token-mean")
+    if ent_coef:  # an entropy bonus, -c * H(pi(.|s_t)) per token
+        ent = torch.distributions.Categorical(logits=logits).entropy()
+        loss = loss - ent_coef * aggregate(ent, mask, "seq-mean-token-mean")
     loss.backward()
     return float(logits.grad.abs().max())
 
@@ -64,8 +67,22 @@ def test_uniform_group_has_no_policy_gradient(evidence):
     all_zero = _group_grad([0.0] * 4, beta=0.0)
     mixed = _group_grad([1.0, 0.0, 1.0, 0.0], beta=0.0)
     with_kl = _group_grad([1.0] * 4, beta=0.04)
+    with_entropy = _group_grad([1.0] * 4, beta=0.0, ent_coef=0.01)
+    assert with_entropy > 1e-5
+    evidence["max_grad_all_correct_with_entropy_0.01"] = with_entropy
     assert all_one == 0.0 and all_zero == 0.0
     assert mixed > 1e-3 and with_kl > 1e-4
+    # under a token-level mean the zero-advantage group's tokens still count in the denominator:
+    # adding a uniform group of 4 x 4 tokens halves the per-token gradient of a mixed group of 4 x 4 tokens
+    x = torch.zeros(8, 4, dtype=F64, requires_grad=True)
+    adv = torch.cat([grpo_advantages(torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=F64), 4),
+                     grpo_advantages(torch.ones(4, dtype=F64), 4)])[:, None].expand(8, 4)
+    aggregate(-adv * x, torch.ones(8, 4, dtype=F64), "token-mean").backward()
+    x_alone = torch.zeros(4, 4, dtype=F64, requires_grad=True)
+    aggregate(-adv[:4] * x_alone, torch.ones(4, 4, dtype=F64), "token-mean").backward()
+    assert float(x.grad[4:].abs().max()) == 0.0
+    assert torch.allclose(x.grad[:4], x_alone.grad / 2, atol=1e-15) and float(x_alone.grad.abs().min()) > 0
+    evidence["token_mean_grad_scale_with_uniform_group"] = float(x.grad[0, 0] / x_alone.grad[0, 0])
     evidence["max_grad_all_correct"] = all_one
     evidence["max_grad_all_wrong"] = all_zero
     evidence["max_grad_all_correct_with_kl_beta_0.04"] = with_kl

@@ -133,6 +133,12 @@ def test_offline_dpo_misses_what_online_rl_sees(evidence):
     value = lambda p: float((p * true_r).sum())  # noqa: E731
     assert float(pi_dpo[2]) > 0.5 > 0.01 > float(pi_rl[2])
     assert value(pi_dpo) < value(pi_rl) - 1.0
+    # the figures the entry quotes: pi_dpo(y2) ~ 1, E[r] ~ -5 after DPO; ~ 0.99 online
+    assert float(pi_dpo[2]) > 0.99 and value(pi_dpo) < -4.9 and value(pi_rl) > 0.98
+    # independent check on the online side: the closed-form KL-regularised optimum over all answers
+    # (pi_ref e^{r/beta}/Z) also gives y2 almost nothing
+    closed = torch.softmax(logp_ref + true_r / beta, -1)
+    assert float(closed[2]) < 1e-6 and abs(value(closed) - 1.0) < 1e-3
     evidence["counterexample"] = {
         "features": phi.tolist(), "true_reward": true_r.tolist(), "pairs": "only (y0 > y1)",
         "pi_dpo": pi_dpo.tolist(), "pi_online_rl": pi_rl.tolist(),

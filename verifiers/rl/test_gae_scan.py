@@ -258,6 +258,20 @@ def test_affine_combine_is_associative():
 @pytest.mark.claim("gae.parallel-scan-log-depth")
 def test_scan_depth_is_logarithmic(evidence):
     """Count the dependent rounds the scan executes; the loop needs T. Results still equal the loop."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountOps(TorchDispatchMode):
+        """Counts every aten op dispatched: an upper bound on the sequential depth that does not rely
+        on the scan's own ``stats`` (a T-step loop dispatches a dozen ops per step)."""
+
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
     rows = []
     gen = torch.Generator().manual_seed(3)
     for T in (1, 2, 7, 64, 129, 1000, 4096, 8192, 32768):
@@ -268,12 +282,20 @@ def test_scan_depth_is_logarithmic(evidence):
         a, _ = gae_scan(r, v, m, 0.99, 0.95, chunk_size=128, stats=stats)
         bound = math.ceil(math.log2(T)) + 1 if T > 1 else 0
         assert stats["rounds"] <= bound, (T, stats, bound)
+        with CountOps() as ops:
+            gae_scan(r, v, m, 0.99, 0.95, chunk_size=128)
+        assert ops.n <= 32 * (math.ceil(math.log2(T)) + 1), (T, ops.n)
+        if T in (64, 1000):  # the loop's op count grows with T
+            with CountOps() as loop_ops:
+                gae(r, v, m, 0.99, 0.95)
+            assert loop_ops.n >= T, (T, loop_ops.n)
         if T <= 8192:
             a_loop, _ = gae(r, v, m, 0.99, 0.95)
             assert_agree(a, a_loop, 1e-5, "advantages", {"T": T})
-        rows.append({"T": T, "scan_rounds": stats["rounds"], "loop_steps": T})
+        rows.append({"T": T, "scan_rounds": stats["rounds"], "scan_aten_ops": ops.n, "loop_steps": T})
     # depth grows by ~1 per doubling of T, the loop by T
     assert rows[-1]["scan_rounds"] - rows[-3]["scan_rounds"] <= 3
+    assert rows[-1]["scan_aten_ops"] < 2 * rows[5]["scan_aten_ops"]  # T x 32.8 (1000 -> 32768), ops < x2
     evidence["depth"] = rows
     # a general scan helper also works on a raw recurrence: x_t = b_t + a_t x_{t+1}
     a = torch.rand(2, 300, generator=gen)

@@ -70,6 +70,21 @@ def test_logprob_form_is_the_on_policy_gradient(evidence):
     g_stale = grad(lambda x: clipped(x, stale))
     off_policy_gap = float((g_form - g_stale).abs().max())
     assert off_policy_gap > 1e-2
+    # every token here is clipped (A>0 above 1.2, A<0 below 0.8): the clipped tokens lose their gradient entirely
+    assert float(g_stale.abs().max()) == 0.0
+    # inside the clip range the ratios still move off 1: the gradient is the ratio-weighted log pi form,
+    # -(1/G) sum_i A_i sum_t rho_{i,t} grad log pi_{i,t} / |y_i| (hand-written, rho held as a constant)
+    near = old - 0.1 * torch.sign(adv)[:, None]  # ratios e^{±0.1} stay inside [0.8, 1.2]
+    rho = torch.exp(_logp(logits, tokens) - near).detach()
+
+    def weighted_form(lg):
+        return -(adv * (rho * _logp(lg, tokens) * mask).sum(-1) / lengths.to(F64)).sum() / G
+
+    g_near, g_weighted = grad(lambda x: clipped(x, near)), grad(weighted_form)
+    assert float((g_near - g_weighted).abs().max()) < 1e-12
+    unclipped_gap = float((g_near - g_form).abs().max())
+    assert unclipped_gap > 1e-3
+    evidence["unclipped_off_policy_max_abs_diff"] = unclipped_gap
     evidence["on_policy_max_abs_diff"] = on_policy_err
     evidence["off_policy_max_abs_diff"] = off_policy_gap
 
@@ -95,6 +110,13 @@ def test_length_normaliser_gives_per_token_bias(evidence):
     # ... so each token of the long wrong answer is pushed down 4x less
     short_tok, long_tok = float(per_token[0, 0]), float(per_token[1, 0])
     assert abs(short_tok / long_tok - 4.0) < 1e-12
+    # and for right answers (A = +1) the short one is rewarded 4x more per token
+    logp_r = torch.full((2, T), -1.0, dtype=F64, requires_grad=True)
+    aggregate(-torch.ones(2, 1, dtype=F64) * logp_r, mask, "seq-mean-token-mean").backward()
+    assert torch.allclose(logp_r.grad, (-1.0 / mask.sum(-1, keepdim=True) / 2) * mask, atol=1e-15)
+    assert abs(float(logp_r.grad[0, 0]) / float(logp_r.grad[1, 0]) - 4.0) < 1e-12
+    evidence["per_token_push_short_right"] = float(-logp_r.grad[0, 0])
+    evidence["per_token_push_long_right"] = float(-logp_r.grad[1, 0])
     evidence["per_token_push_short_wrong"] = short_tok
     evidence["per_token_push_long_wrong"] = long_tok
     evidence["per_response_total"] = totals.tolist()
@@ -166,9 +188,13 @@ def test_rloo_is_unbiased_and_a_rescaled_group_mean(evidence):
     m_mean, v_mean, _ = _bandit_estimator_moments(G, "group-mean")
     assert torch.allclose(m_loo, true, atol=1e-12)  # leave-one-out: unbiased
     assert not torch.allclose(m_mean, true, atol=1e-6)
+    assert torch.allclose(m_mean, (G - 1) / G * true, atol=1e-12)  # group mean: (K-1)/K of the true gradient
     # and the two estimators differ only by the constant factor G/(G-1): variance ratio (G/(G-1))^2
     assert abs(v_loo / v_mean - (G / (G - 1)) ** 2) < 1e-10
     scores = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    # per sample, RLOO = r_i - mean(others) = G/(G-1) x (r_i - group mean): hand values on the counterexample
+    assert torch.allclose(rloo_advantages(scores, G), torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3]))
+    assert torch.allclose(grpo_advantages(scores, G, scale_by_std=False), torch.tensor([0.75, -0.25, -0.25, -0.25]))
     evidence["counterexample"] = {
         "scores": scores.tolist(),
         "rloo": rloo_advantages(scores, G).tolist(),

@@ -38,6 +38,16 @@ def test_equal_rewards(evidence):
         if found:
             break
     assert found is not None, "expected an fp32 group of equal rewards with a visibly non-zero advantage"
+    # the figures the entry quotes: G=3, r=5/7 is the first hit (0.056); r=20/7 gives 0.18; G=7, r=1794/7 gives 0.9
+    assert (found["group_size"], found["reward"]) == (3, 5 / 7)
+    quoted = {}
+    for g, k, lo, hi in ((3, 5, 0.05, 0.06), (3, 20, 0.18, 0.19), (7, 1794, 0.89, 0.91)):
+        r = torch.full((g,), k / 7.0, dtype=torch.float32)
+        a = float(_naive_grpo(r, 1e-6).abs().max())
+        assert lo < a < hi, (g, k, a)
+        assert torch.equal(grpo_advantages(r, g), torch.zeros_like(r))
+        quoted[f"G={g},r={k}/7"] = a
+    evidence["naive_fp32_advantage_examples"] = quoted
     r = torch.full((found["group_size"],), found["reward"], dtype=torch.float32)
     assert torch.equal(grpo_advantages(r, len(r)), torch.zeros_like(r)), "the reference forces exact 0"
     # (b) without eps the formula is 0/0

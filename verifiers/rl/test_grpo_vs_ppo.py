@@ -53,6 +53,15 @@ def test_gae_varies_per_token_grpo_is_constant(evidence):
     spread_ppo = [float(adv_ppo[i, : int(n)].std()) for i, n in enumerate(lengths)]
     spread_grpo = [float(adv_grpo[i, : int(n)].std()) for i, n in enumerate(lengths)]
     assert min(spread_ppo) > 1e-3 and max(spread_grpo) == 0.0
+    # the qualification: DeepSeekMath's process supervision (§4.1.3) scores each step's last token,
+    # normalises all step rewards of the group together, and gives token t the sum over steps ending at >= t
+    steps = [[(2, 0.9), (5, 0.2)], [(1, 0.1), (3, 0.8), (6, 0.3)], [(4, 0.7)]]  # (end index, step reward)
+    allr = torch.tensor([x for st_ in steps for _, x in st_], dtype=F64)
+    norm = lambda x: (x - allr.mean()) / allr.std()  # noqa: E731
+    adv_proc = [[sum(float(norm(x)) for e, x in st_ if e >= t) for t in range(st_[-1][0] + 1)] for st_ in steps]
+    assert abs(adv_proc[0][0] - adv_proc[0][3]) > 0.1 and abs(adv_proc[1][0] - adv_proc[1][6]) > 0.1
+    assert abs(adv_proc[0][0] - float(norm(allr[0]) + norm(allr[1]))) < 1e-12
+    evidence["process_supervised_grpo_advantages"] = adv_proc
     evidence["within_response_std_ppo"] = spread_ppo
     evidence["within_response_std_grpo"] = spread_grpo
 
@@ -97,6 +106,10 @@ def test_critic_memory_share_is_not_a_quarter(evidence):
         states[name] = _bytes(list(m.parameters()))
     share = states["critic"] / sum(states.values())
     assert share > 0.4, share  # trained models carry weights + grads + two Adam moments; frozen ones only weights
+    # oracle: P parameters each; trained = 4 (w) + 4 (grad) + 8 (two Adam moments) = 16 B, frozen bf16 = 2 B
+    P = sum(p.numel() for p in critic.parameters())
+    assert states["actor"] == states["critic"] == 16 * P and states["ref"] == states["reward"] == 2 * P, states
+    assert abs(share - 16 / 36) < 1e-12  # 44.4%, not 25%
     evidence["model_state_bytes"] = states
     evidence["critic_share"] = share
     evidence["counterexample"] = {"claimed_share": 0.25, "measured_share": share,

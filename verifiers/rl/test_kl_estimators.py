@@ -69,6 +69,8 @@ def test_k3_unbiased_nonnegative_full_support_only(evidence):
 
 @pytest.mark.claim("kl.k2.biased-low-variance")
 def test_k2_biased_lower_variance_near_ref(evidence):
+    kata.prop_closed_forms(kl_estimate)  # k2 = (log pi/pi_ref)^2 / 2 token by token
+    kata.prop_k2_k3_nonnegative(kl_estimate)
     ratios, biases = [], []
     for seed in range(20):
         theta, theta_ref = _pair(seed, scale=0.3)  # pi close to pi_ref
@@ -123,6 +125,18 @@ def test_k3_as_loss_gives_reverse_kl_gradient(evidence):
         worst_fwd_gap = max(worst_fwd_gap, float((g - g_fwd).abs().max()))
     assert worst_rev_err < 1e-12
     assert worst_fwd_gap > 1e-2
+    # near pi_ref the two gradients agree to first order: the relative gap shrinks in proportion to the distance
+    rel = {}
+    for scale in (0.1, 0.01, 0.001):
+        gaps = []
+        for seed in range(10):
+            theta, theta_ref = _pair(seed, scale=scale)
+            g = _expected_pathwise_grad(theta, theta_ref, "k3")
+            g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
+            gaps.append(float((g - g_fwd).norm() / g_fwd.norm()))
+        rel[scale] = max(gaps)
+    assert rel[0.01] < rel[0.1] / 5 and rel[0.001] < rel[0.01] / 5 and rel[0.001] < 1e-2, rel
+    evidence["relative_gap_to_forward_kl_grad_by_logit_scale"] = rel
     theta, theta_ref = _pair(0)
     evidence["counterexample"] = {
         "theta": theta.tolist(), "theta_ref": theta_ref.tolist(),

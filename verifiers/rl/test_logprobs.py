@@ -200,6 +200,13 @@ def test_bf16_logprob_error_grows_with_logit_scale(evidence):
     worst = max(rows, key=lambda r: r["bf16_logits_max_err"])
     assert worst["bf16_logits_max_err"] > 1e-2  # an order of magnitude beyond the claimed 1e-3
     assert all(r["bf16_logits_max_err"] > 1e-3 for r in rows)
+    # the figures the entry quotes (seeded): max errors ~0.0076/0.036/0.074/0.17 at max logits ~5/17/32/53,
+    # the bf16 spacing at 17 and 32 is 0.125, and the PPO-ratio error is of the same size as the log-prob error
+    for r, err, zmax in zip(rows, (0.0076, 0.036, 0.074, 0.17), (5, 17, 32, 53)):
+        assert abs(r["bf16_logits_max_err"] / err - 1) < 0.05 and abs(r["max_abs_logit"] - zmax) < 0.7, r
+        assert 0.8 < r["ratio_max_abs_err"] / r["bf16_logits_max_err"] < 1.25, r
+    assert rows[1]["bf16_spacing_at_max"] == rows[2]["bf16_spacing_at_max"] == 0.125
+    assert float(torch.tensor(16.0 + 0.125).bfloat16()) == 16.125 and float(torch.tensor(16.0 + 0.06).bfloat16()) == 16.0
     evidence["rows"] = rows
     evidence["counterexample"] = {
         "logit_scale": worst["logit_scale"],
