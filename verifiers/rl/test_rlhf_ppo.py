@@ -317,7 +317,7 @@ def test_ratio_corrects_action_probabilities_only(evidence):
     evidence.update(grad_gap_at_old=at_old, bandit_value_gap=bandit_gap, two_step_grad_gap_after_update=away)
 
 
-@pytest.mark.claim("rlhf.ppo.clip-not-overfitting", "ppo.objective.combined-loss")
+@pytest.mark.claim("rlhf.ppo.clip-not-overfitting")
 def test_clip_zeroes_gradient_outside_band_but_ratio_can_leave_it(evidence, one_thread):
     """Clipping removes the gradient of a token once r has moved past 1+eps (A>0) or 1-eps (A<0): it
     stops the incentive to move further from pi_old, not 'overfitting'. It is no hard bound: after
