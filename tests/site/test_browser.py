@@ -3,32 +3,55 @@
 from __future__ import annotations
 
 import re
+import time
 
 from tests.site.sitekit import REPO
 
 ENTRY = "q/rl/ppo/importance-ratio/"
 
 
-def switch_language(page, lang: str) -> None:
-    """Open the language menu in the header and pick ``lang``, as a reader would."""
-    page.locator(".md-header__option .md-select").hover()
+def switch_language(page, lang: str, expected_url: str, responses: list[str], other_root: str) -> None:
+    """Open the language menu in the header and pick ``lang``, as a reader would: only after the
+    theme has loaded the other language's sitemap, because from then on its script intercepts
+    clicks into the other site (and once sent readers to that language's home page)."""
+    deadline = time.monotonic() + 15
+    while other_root + "sitemap.xml" not in responses:
+        assert time.monotonic() < deadline, f"the page never fetched {other_root}sitemap.xml"
+        page.wait_for_timeout(50)
+    page.wait_for_timeout(300)  # the script parses the sitemap after the response arrives
+    page.locator(".md-header__option .md-select button").click()
     link = page.locator(f"a.mj-lang-{lang}")
-    try:
-        link.click(timeout=5_000)
-    except Exception:  # the menu's hover animation can lag on a loaded machine
-        link.dispatch_event("click")
+    href = link.get_attribute("href")
+    link.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == expected_url, f"the language switch (href {href!r}) landed on {page.url}, not {expected_url}"
 
 
 def test_language_switch_lands_on_the_same_entry(watched, site_url):
     page = watched.page
+    responses: list[str] = []
+    page.on("response", lambda r: responses.append(r.url))
+    # The theme fetches both languages' sitemaps and, if the English one is registered first,
+    # intercepts a click into /en/ and (finding no per-page alternates) sends the reader to the
+    # English home page. Which sitemap arrives first is a race: delay the Chinese one so the race
+    # always goes the way that once broke the switch.
+    def late(route):
+        time.sleep(1.0)
+        route.continue_()
+
+    page.route(site_url + "sitemap.xml", late)
     page.goto(site_url + ENTRY)
+    deadline = time.monotonic() + 15
+    while site_url + "sitemap.xml" not in responses:
+        assert time.monotonic() < deadline, "the page never fetched the Chinese sitemap"
+        page.wait_for_timeout(50)
     assert "重要性采样" in page.locator("article h1").inner_text()
-    switch_language(page, "en")
-    page.wait_for_url(site_url + "en/" + ENTRY)
+    switch_language(page, "en", site_url + "en/" + ENTRY, responses, site_url + "en/")
     assert page.locator("article h1").inner_text().startswith("Why does PPO need importance sampling")
     assert page.locator("html").get_attribute("lang") == "en"
-    switch_language(page, "zh")
-    page.wait_for_url(site_url + ENTRY)
+    page.unroute(site_url + "sitemap.xml")
+    page.reload()
+    switch_language(page, "zh", site_url + ENTRY, responses, site_url)
     assert page.locator("html").get_attribute("lang").startswith("zh")
 
 
