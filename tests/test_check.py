@@ -218,3 +218,24 @@ def test_cli_reports_all_problems_without_traceback(tmp_path):
     assert "qa/maths/adding.yaml:6: who: unknown field" in out
     assert any(line.startswith("qa/maths/broken.yaml:2: (yaml): ") for line in out)
     assert out[-1].startswith("3 problem(s)")
+
+
+def test_missing_figure_file_or_function(tmp_path):
+    extra = textwrap.dedent("""\
+        figures:
+          - ref: figures/arith.py::sum_plot
+            caption: {zh: "和", en: "sums"}
+          - ref: figures/arith.py::nope
+            caption: {zh: "无", en: "none"}
+          - ref: figures/gone.py::plot
+            caption: {zh: "无", en: "none"}
+        """)
+    text = entry_yaml(extra=extra)
+    root = make_repo(tmp_path, entry=text)
+    (root / "figures").mkdir()
+    (root / "figures" / "arith.py").write_text("def sum_plot(lang):\n    return None\n")
+    probs = {(p.field, p.line, p.message) for p in run_check(root).problems}
+    assert probs == {
+        ("figures[1].ref", lines_of(text, "figures/arith.py::nope"), "figures/arith.py defines no 'nope'"),
+        ("figures[2].ref", lines_of(text, "figures/gone.py"), "no such file: figures/gone.py"),
+    }

@@ -2,7 +2,7 @@
 
 Checks, on top of the loader's schema errors: duplicate claim ids, a claim with
 no verifier, a verifier marker naming no claim, an implementation path or
-function that does not exist, a follow-up naming no entry, a benchmark result
+function that does not exist, a follow-up naming no entry, a figure function or a benchmark result
 that does not exist, a catalog id unknown to the catalog or settled twice, and
 a catalog question answered by an entry whose catalog claims are not all settled.
 """
@@ -80,6 +80,14 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                 add(Problem(src.path, src.line_of("follow_ups", i), f"follow_ups[{i}]", f"no entry with id {fid!r}"))
             elif fid == entry.id:
                 add(Problem(src.path, src.line_of("follow_ups", i), f"follow_ups[{i}]", "an entry cannot follow itself"))
+        for i, fig in enumerate(entry.figures):
+            file = root / impl_path(fig.ref)
+            where = src.line_of("figures", i, "ref")
+            if not file.is_file():
+                add(Problem(src.path, where, f"figures[{i}].ref", f"no such file: {impl_path(fig.ref)}"))
+            elif impl_symbol(fig.ref) not in defined_names(file):
+                add(Problem(src.path, where, f"figures[{i}].ref",
+                            f"{impl_path(fig.ref)} defines no {impl_symbol(fig.ref)!r}"))
         for i, b in enumerate(entry.benchmarks):
             if not (root / b).is_file():
                 add(Problem(src.path, src.line_of("benchmarks", i), f"benchmarks[{i}]",

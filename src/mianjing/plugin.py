@@ -80,10 +80,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(NEEDS_CUDA)
 
 
+class Evidence(dict):
+    """A verifier's figures and counterexamples (plain JSON in the report), plus :meth:`quote`."""
+
+    def quote(self, name: str, quoted: float, measured: float, *, digits: int | None = None,
+              rel: float | None = None, abs: float | None = None) -> None:
+        """Assert that a figure the claim's text quotes is what the code measures, and record both.
+
+        Exactly one precision: ``digits`` (the measured value rounds to the quoted one at that many
+        decimals), ``rel`` (|m - q| <= rel*|q|) or ``abs`` (|m - q| <= abs). The site shows
+        ``evidence["quoted"][name] = {quoted, measured, precision}`` beside the claim.
+        """
+        given = [k for k, v in (("digits", digits), ("rel", rel), ("abs", abs)) if v is not None]
+        if len(given) != 1:
+            raise TypeError(f"quote({name!r}): give exactly one of digits=, rel=, abs= (got {given or 'none'})")
+        m, q = float(measured), float(quoted)
+        if digits is not None:
+            ok, precision = round(m, digits) == round(q, digits), f"{digits} decimals"
+        elif rel is not None:
+            ok, precision = builtins_abs(m - q) <= rel * builtins_abs(q), f"rel {rel:g}"
+        else:
+            ok, precision = builtins_abs(m - q) <= abs, f"abs {abs:g}"
+        self.setdefault("quoted", {})[name] = {"quoted": q, "measured": m, "precision": precision}
+        assert ok, f"{name}: the claim quotes {q:g}, the code measures {m:.6g} ({precision})"
+
+
+builtins_abs = abs
+
+
 @pytest.fixture
 def evidence(request: pytest.FixtureRequest):
-    """A dict of figures and counterexamples; it lands in the report beside the claim."""
-    data: dict = {}
+    """An :class:`Evidence` dict of figures and counterexamples; it lands in the report beside the claim."""
+    data = Evidence()
     yield data
     # a JSON round trip: whatever a verifier stored, only plain JSON crosses to the report
     plain = json.loads(json.dumps(to_jsonable(data), default=str))

@@ -16,6 +16,7 @@ CLAIM_ID = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
 TOPIC = r"^[a-z0-9-]+(?:/[a-z0-9-]+)*$"
 IMPL_REF = r"^impls/[A-Za-z0-9_/]+\.py(?:::[A-Za-z_][A-Za-z0-9_.]*)?$"
 BENCH_REF = r"^benchmarks/results/[A-Za-z0-9_.-]+\.json$"
+FIGURE_REF = r"^figures/[A-Za-z0-9_/]+\.py::[A-Za-z_][A-Za-z0-9_]*$"
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -96,6 +97,13 @@ class KeyPoint(Strict):
         return self.zh if lang == "zh" else self.en
 
 
+class Figure(Strict):
+    """A figure drawn from the code at site-build time: ``figures/x.py::fn`` with ``fn(lang) -> matplotlib Figure``."""
+
+    ref: Annotated[str, Field(pattern=FIGURE_REF, description="figures/<area>.py::function")]
+    caption: Text
+
+
 class Claim(Strict):
     id: Annotated[str, Field(pattern=CLAIM_ID, description="stable dotted id, unique across the base")]
     catalog: str | None = Field(default=None, description="the catalog claim it settles, e.g. b3-18")
@@ -143,6 +151,9 @@ class Entry(Strict):
     follow_ups: list[str] = Field(default_factory=list)
     benchmarks: list[Annotated[str, Field(pattern=BENCH_REF)]] = Field(
         default_factory=list, description="result files written by benchmarks/, shown on the entry page"
+    )
+    figures: list[Figure] = Field(
+        default_factory=list, description="figures drawn from the code at build time, shown on the entry page"
     )
     references: list[Reference] = Field(default_factory=list)
 
