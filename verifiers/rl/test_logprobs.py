@@ -97,6 +97,42 @@ def test_chunked_gradients_equal_full(evidence, device):
     assert torch.allclose(gh, h.grad, atol=1e-10) and torch.allclose(gW, W.grad, atol=1e-10)
 
 
+@pytest.mark.claim("logprobs.chunked-equals-full")
+def test_ignore_index_positions_give_zero_and_no_gradient(evidence, device):
+    """Labels equal to ``ignore_index`` (prompt or padding positions in a packed batch) give log-prob 0
+    and pass no gradient, on both paths and for any chunking. Oracle: ``F.cross_entropy(...,
+    ignore_index=..., reduction="none")``, which returns 0 there (so the log-prob is minus it)."""
+    gen = torch.Generator().manual_seed(11)
+    B, T, H, V = 3, 29, 6, 40
+    rows = []
+    for ignore_index, chunk in ((-100, 7), (-100, 29), (0, 5), (V - 1, 1)):
+        h = torch.randn(B, T, H, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+        W = torch.randn(V, H, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+        y = torch.randint(0, V, (B, T), generator=gen)
+        ignored = torch.rand(B, T, generator=gen) < 0.4
+        ignored[0] = True  # a row that is all prompt/padding
+        y = torch.where(ignored, torch.tensor(ignore_index), y).to(device)
+        ignored = ignored.to(device)
+        z = torch.nn.functional.linear(h, W)
+        want = -torch.nn.functional.cross_entropy(z.transpose(1, 2), y, ignore_index=ignore_index, reduction="none")
+        for got in (token_logprobs(h, y, lm_head=W, chunk_size=chunk, ignore_index=ignore_index),
+                    token_logprobs(z, y, chunk_size=chunk, ignore_index=ignore_index)):
+            assert torch.equal(got[ignored], torch.zeros_like(got[ignored])), (ignore_index, chunk)
+            assert torch.allclose(got, want, atol=1e-12), (ignore_index, chunk, float((got - want).abs().max()))
+        # no gradient flows from an ignored position: weights there are irrelevant
+        w = torch.randn(B, T, generator=gen, dtype=torch.float64).to(device)
+        w_junk = torch.where(ignored, 1e6 * torch.ones_like(w), w)
+        grads = []
+        for weights in (w, w_junk):
+            h.grad = W.grad = None
+            (token_logprobs(h, y, lm_head=W, chunk_size=chunk, ignore_index=ignore_index) * weights).sum().backward()
+            grads.append((h.grad.clone(), W.grad.clone()))
+        assert torch.allclose(grads[0][0], grads[1][0], atol=1e-9) and torch.allclose(grads[0][1], grads[1][1], atol=1e-9)
+        assert torch.equal(grads[0][0][0], torch.zeros_like(grads[0][0][0]))  # the all-ignored row gets none
+        rows.append({"ignore_index": ignore_index, "chunk": chunk, "ignored_positions": int(ignored.sum())})
+    evidence["ignore_index_cases"] = rows
+
+
 # ---------------------------------------------------------------- lp-01: memory
 def _memory_case(device, chunk, *, backward: bool, recompute: bool = True):
     gen = torch.Generator().manual_seed(0)
