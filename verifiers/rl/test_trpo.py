@@ -128,6 +128,54 @@ def test_monotonic_in_theory_not_in_practice(evidence):
     evidence["counterexample"] = found
 
 
+def _full_step(th, f, rho, adv, delta):
+    """The line search's first candidate, computed here: theta + sqrt(2 delta / x^T F x) x, F from the explicit
+    Jacobian of the logits (F = J^T blockdiag(w_s (diag p_s - p_s p_s^T)) J), x solved with a pseudo-inverse."""
+    z = f(th)
+    pi = TR.policy(z)
+    w = rho / rho.sum()
+    S, A = pi.shape
+    J = torch.autograd.functional.jacobian(lambda t: f(t).reshape(-1), th)  # [S*A, d]
+    Fz = torch.block_diag(*[w[s] * (torch.diag(pi[s]) - torch.outer(pi[s], pi[s])) for s in range(S)])
+    F = J.T @ Fz @ J
+    g = J.T @ (rho[:, None] * pi * (adv - (pi * adv).sum(-1, keepdim=True))).reshape(-1)  # dL/dtheta, by hand
+    x = torch.linalg.pinv(F) @ g
+    return th + torch.sqrt(2 * delta / (x @ F @ x)) * x
+
+
+@pytest.mark.claim("trpo.monotonic-only-in-theory")
+def test_line_search_accepts_only_a_surrogate_improvement(evidence):
+    """Practical TRPO's line search shrinks the step until the average KL is within delta *and* the surrogate
+    improved. Cases where the full natural-gradient step already satisfies the KL constraint but lowers the
+    surrogate (log-linear policies with shared features, where the quadratic model overshoots): the accepted
+    step must be a shorter one with a positive gain, computed here by hand."""
+    cases = []
+    for seed, delta in ((64, 0.1), (72, 0.5), (207, 0.5), (39, 2.0)):
+        g = torch.Generator().manual_seed(seed)
+        mdp = TR.TabularMDP.random(5, 3, 0.9, g)
+        phi = 2 * torch.randn(5, 3, 2, generator=g, dtype=torch.float64)
+        f = lambda th, phi=phi: torch.einsum("sad,d->sa", phi, th)  # noqa: E731
+        th = torch.randn(2, generator=g, dtype=torch.float64)
+        pi = TR.policy(f(th))
+        rho, adv = mdp.visitation(pi), mdp.advantage(pi)
+
+        def gain_and_kl(theta):  # by hand: sum_s rho(s) sum_a (pi_new - pi_old) A_old, and the rho-weighted KL(old||new)
+            p_new = TR.policy(f(theta))
+            kl = (pi * (pi.log() - p_new.log())).sum(-1)
+            return float(rho @ ((p_new - pi) * adv).sum(-1)), float((rho / rho.sum()) @ kl)
+
+        full_gain, full_kl = gain_and_kl(_full_step(th, f, rho, adv, delta))
+        assert full_kl <= delta and full_gain < 0, (seed, full_kl, full_gain)  # the branch under test is reached
+        new, info = TR.trpo_step(th, rho, adv, delta, logits_fn=f)
+        gain, kl = gain_and_kl(new)
+        assert 0 < info.step_fraction < 1, (seed, info.step_fraction)
+        assert gain > 0 and kl <= delta, (seed, gain, kl)
+        assert abs(gain - info.surrogate_gain) < 1e-10 and abs(kl - info.mean_kl) < 1e-10
+        cases.append({"seed": seed, "delta": delta, "full_step": {"kl": full_kl, "surrogate_gain": full_gain},
+                      "accepted": {"step_fraction": info.step_fraction, "kl": kl, "surrogate_gain": gain}})
+    evidence["full_step_overshoots"] = cases
+
+
 @pytest.mark.claim("trpo.constraint-average-kl-old-new")
 def test_constraint_is_average_kl_old_new(evidence):
     delta = 0.05
