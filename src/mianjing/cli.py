@@ -151,6 +151,20 @@ def zero(
     run_zero(params=params, gpus=gpus, optimizer_bytes=optimizer_bytes)
 
 
+@app.command()
+def mutants(
+    names: Annotated[Optional[list[str]], typer.Argument(help="mutant names, name prefixes or files (default: all)")] = None,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="scratch copies run in parallel")] = 2,
+    timeout: Annotated[int, typer.Option(help="seconds one mutant's tests may run")] = 300,
+    max_examples: Annotated[int, typer.Option(help="hypothesis examples per property")] = 60,
+    list_only: Annotated[bool, typer.Option("--list", help="list the mutants and the tests each would run")] = False,
+) -> None:
+    """Apply each mutant of mutants/*.py alone to a scratch copy and run the tests importing the changed module."""
+    from .mutation import command
+
+    raise typer.Exit(command(_root(), names, jobs, timeout, max_examples, list_only, console, err))
+
+
 # --- site (owned by the site engineer): `mianjing site build|serve`, implemented in mianjing/site/cli.py
 from .site.cli import site_app  # noqa: E402  (typer only; mkdocs is imported when a command runs)
 
