@@ -156,7 +156,7 @@ def mutants(
     names: Annotated[Optional[list[str]], typer.Argument(help="mutant names, name prefixes or files (default: all)")] = None,
     jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="scratch copies run in parallel")] = 2,
     timeout: Annotated[int, typer.Option(help="seconds one mutant's tests may run")] = 300,
-    max_examples: Annotated[int, typer.Option(help="hypothesis examples per property")] = 60,
+    max_examples: Annotated[int, typer.Option(help="hypothesis examples per property")] = 30,
     list_only: Annotated[bool, typer.Option("--list", help="list the mutants and the tests each would run")] = False,
 ) -> None:
     """Apply each mutant of mutants/*.py alone to a scratch copy and run the tests importing the changed module."""

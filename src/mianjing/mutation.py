@@ -170,9 +170,30 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
-def tests_importing(root: Path, rel_file: str, graph: dict[str, set[str]] | None = None) -> list[str]:
+def test_file_seconds(root: Path) -> dict[str, float]:
+    """Seconds each verifier file took in the last ``mianjing verify`` (build/verification.json), if any."""
+    import json
+
+    try:
+        report = json.loads((root / "build" / "verification.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    seconds: dict[str, float] = {}
+    seen: set[str] = set()
+    for rec in report.get("claims", {}).values():
+        for t in rec.get("tests", []):
+            if t.get("nodeid") in seen or not t.get("file"):
+                continue
+            seen.add(t["nodeid"])
+            seconds[t["file"]] = seconds.get(t["file"], 0.0) + float(t.get("duration") or 0.0)
+    return seconds
+
+
+def tests_importing(root: Path, rel_file: str, graph: dict[str, set[str]] | None = None,
+                    seconds: dict[str, float] | None = None) -> list[str]:
     """Test files that import the module in ``rel_file`` directly or transitively: ``verifiers/`` for
-    code under ``impls/``, ``tests/`` for the tool. Direct importers first, then by name."""
+    code under ``impls/``, ``tests/`` for the tool. Cheapest first (by the last verify's durations,
+    when known), so that ``-x`` usually stops before the slow ones."""
     graph = graph if graph is not None else import_graph(root)
     target = _module_name(rel_file)
     folder = "verifiers" if rel_file.startswith("impls/") else "tests"
@@ -193,7 +214,12 @@ def tests_importing(root: Path, rel_file: str, graph: dict[str, set[str]] | None
             todo.extend(graph.get(mod, ()))
         if target in seen:
             indirect.append(rel)
-    return direct + indirect
+    found = direct + indirect
+    if seconds:
+        known = [seconds[f] for f in found if f in seconds]
+        typical = sorted(known)[len(known) // 2] if known else 0.0
+        found.sort(key=lambda f: seconds.get(f, typical))
+    return found
 
 
 # ---------------------------------------------------------------------------- running
@@ -297,11 +323,11 @@ class Report:
                 "score": self.score, "by_module": self.by_module(), "mutants": [asdict(o) for o in self.outcomes]}
 
 
-def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 300, max_examples: int = 60,
+def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 300, max_examples: int = 30,
             on_done=None) -> Report:
     """Run every mutant (stale ones are reported, not run) on ``jobs`` scratch copies in parallel."""
     started = time.time()
-    graph = import_graph(root)
+    graph, seconds = import_graph(root), test_file_seconds(root)
     outcomes: dict[str, Outcome] = {}
     todo: list[tuple[Mutant, list[str]]] = []
     for m in mutants:
@@ -311,9 +337,9 @@ def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 3
             if on_done:
                 on_done(outcomes[m.name])
         else:
-            todo.append((m, tests_importing(root, m.file, graph)))
-    # slowest first (the most test files), so the two workers finish together
-    todo.sort(key=lambda mt: -len(mt[1]))
+            todo.append((m, tests_importing(root, m.file, graph, seconds)))
+    # the most expensive first, so the workers finish together
+    todo.sort(key=lambda mt: -sum(seconds.get(f, 1.0) for f in mt[1]))
     with tempfile.TemporaryDirectory(prefix="mianjing-mutants-") as tmp:
         pool = [make_scratch(root, Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
         free = list(pool)
@@ -364,17 +390,17 @@ def command(root: Path, names: list[str] | None, jobs: int, timeout: float, max_
             return 2
         mutants = chosen
     if list_only:
-        graph = import_graph(root)
+        graph, seconds = import_graph(root), test_file_seconds(root)
         for m in mutants:
             why = stale_reason(root, m)
-            tests = tests_importing(root, m.file, graph)
+            tests = tests_importing(root, m.file, graph, seconds)
             state = f"STALE ({why})" if why else f"{len(tests)} test files"
-            console.print(f"{m.name}  {m.file}  {state}", markup=False, highlight=False)
+            console.print(f"{m.name}  {m.file}  {state}", markup=False, highlight=False, soft_wrap=True)
         return 0
 
     def done(o: Outcome) -> None:
         if o.status in ("survived", "stale", "error"):
-            console.print(f"{o.status.upper()} {o.name} ({o.file}): {o.detail}", markup=False, highlight=False)
+            console.print(f"{o.status.upper()} {o.name} ({o.file}): {o.detail}", markup=False, highlight=False, soft_wrap=True)
 
     report = run_all(root, mutants, jobs=jobs, timeout=timeout, max_examples=max_examples, on_done=done)
     path = write_report(root, report)

@@ -183,18 +183,26 @@ def test_paper_table1_every_cell(evidence):
     # the worked example of §5 / Figure 1
     ex = [M.model_state_bytes_num(s_, 7.5e9, 64) / GB for s_ in M.STAGES]
     assert ex == [120.0, 31.40625, 16.640625, 1.875]
+    # the same figures as `mianjing zero` tabulates them (GB = 1e9 bytes, as the paper counts)
+    rows = M.stage_table(7.5e9, 64)
+    assert [r.gb_per_device for r in rows] == ex
+    assert [r.bytes_per_param for r in rows] == [16.0, 4.1875, 2.21875, 0.25]
+    assert [r.reduction_vs_dp for r in rows] == pytest.approx([1.0, 120 / 31.40625, 120 / 16.640625, 64.0], rel=1e-12)
     evidence.update(cells_checked=checked, truncated_cells=truncated, worked_example_gb=ex)
 
 
 # --------------------------------------------------------------------- ring collectives
-def _simulate_ring(values: list[list[float]], phases: str = "rs+ag"):
-    """Element-level ring simulation: returns (per-rank result buffers, elements sent per rank)."""
+def _simulate_ring(values: list[list[float]], phases: str = "rs+ag", rounds: list | None = None):
+    """Element-level ring simulation: returns (per-rank result buffers, elements sent per rank);
+    appends one entry to ``rounds`` per communication round (every rank sends one message)."""
     n, size = len(values), len(values[0])
     bounds = [(size * i) // n for i in range(n + 1)]          # chunk i = [bounds[i], bounds[i+1])
     buf = [list(v) for v in values]
     sent = [0] * n
+    rounds = [] if rounds is None else rounds
     if "rs" in phases:
         for k in range(n - 1):
+            rounds.append(("rs", k))
             msgs = []
             for r in range(n):
                 c = (r - k) % n
@@ -206,6 +214,7 @@ def _simulate_ring(values: list[list[float]], phases: str = "rs+ag"):
     if "ag" in phases:
         start = 1 if "rs" in phases else 0                      # after RS rank r owns chunk r+1
         for k in range(n - 1):
+            rounds.append(("ag", k))
             msgs = []
             for r in range(n):
                 c = (r + start - k) % n
@@ -234,7 +243,8 @@ def test_ring_all_reduce_cost_property(n, size, seed):
     _, ag = _simulate_ring(vals, "ag")
     assert sum(rs) == sum(ag) == (n - 1) * size
     if size % n == 0:
-        assert rs[0] == M.ring_bytes_sent("reduce_scatter", sp.Integer(size), sp.Integer(n)) == ag[0]
+        assert rs[0] == M.ring_bytes_sent("reduce_scatter", sp.Integer(size), sp.Integer(n))
+        assert ag[0] == M.ring_bytes_sent("all_gather", sp.Integer(size), sp.Integer(n))
 
 
 @pytest.mark.claim("zero.ring-collective-cost")
@@ -245,7 +255,18 @@ def test_ring_formula_evidence(evidence):
     assert sent == [1750] * 8
     uneven = _simulate_ring([[1] * 13] * 3)[1]
     assert sorted(uneven) == [17, 17, 18] and sum(uneven) == 2 * 2 * 13   # "18, 17 and 17", mean 2(N-1)S/N
-    evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1])
+    # the alpha-beta time of each collective: one latency per round, the bytes a rank sends over the bandwidth
+    times = {}
+    for coll, phases in (("all_reduce", "rs+ag"), ("reduce_scatter", "rs"), ("all_gather", "ag")):
+        for n_ in (2, 5, 8):
+            rounds: list = []
+            _, sent_ = _simulate_ring([[1.0] * (40 * n_)] * n_, phases, rounds)
+            want = len(rounds) * 3e-6 + sent_[0] * 2 / 1e9           # 2-byte elements, 1 GB/s, 3 us per round
+            got = M.ring_time(coll, 40 * n_ * 2, n_, bandwidth=1e9, latency=3e-6)
+            assert got == pytest.approx(want, rel=1e-12), (coll, n_, got, want)
+            times[f"{coll}@N={n_}"] = got
+    evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1],
+                    alpha_beta_seconds=times)
 
 
 @pytest.mark.claim("zero.ring-collective-cost")
