@@ -76,6 +76,20 @@ def test_chunked_equals_full_property(evidence, device):
 
 
 @pytest.mark.claim("logprobs.chunked-equals-full")
+def test_lm_head_module_with_bias(device):
+    """An ``nn.Linear`` LM head with a bias: the chunked path forms z = W h + b per chunk."""
+    gen = torch.Generator().manual_seed(8)
+    head = torch.nn.Linear(6, 30, dtype=torch.float64).to(device)
+    with torch.no_grad():
+        head.bias.copy_(torch.randn(30, generator=gen, dtype=torch.float64) * 3)
+    h = torch.randn(2, 13, 6, generator=gen, dtype=torch.float64).to(device)
+    y = torch.randint(0, 30, (2, 13), generator=gen).to(device)
+    got = token_logprobs(h, y, lm_head=head, chunk_size=4)
+    want = full_logprobs(h @ head.weight.T + head.bias, y)
+    assert torch.allclose(got, want, atol=1e-12), float((got - want).abs().max())
+
+
+@pytest.mark.claim("logprobs.chunked-equals-full")
 def test_chunked_gradients_equal_full(evidence, device):
     """Per-chunk checkpointing gives the same gradients for h and W as the full computation (fp64)."""
     gen = torch.Generator().manual_seed(5)

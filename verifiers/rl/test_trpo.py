@@ -190,6 +190,7 @@ def test_constraint_is_average_kl_old_new(evidence):
         reverse = (pi_new * (pi_new.log() - pi_old.log())).sum(-1)
         avg = float((rho / rho.sum()) @ per_state)
         assert abs(avg - info.mean_kl) < 1e-12 and avg <= delta + 1e-12
+        assert abs(float(per_state.max()) - info.max_kl) < 1e-12  # the max-KL it reports, by hand
         rows.append({"iter": it, "avg_kl_old_new": avg, "max_state_kl_old_new": float(per_state.max()),
                      "avg_kl_new_old": float((rho / rho.sum()) @ reverse), "step_fraction": info.step_fraction})
         worst_max = max(worst_max, float(per_state.max()))
@@ -224,6 +225,7 @@ def test_cg_with_fisher_vector_products(evidence):
     assert torch.allclose(fvp(v), F @ v, atol=1e-12)  # double backprop gives F v without forming F
     calls["n"] = 0
     x, used = TR.conjugate_gradient(fvp, gvec, n_iters=20)
+    assert used == calls["n"], (used, calls["n"])  # the count it reports is the products it made
     err = float((x - x_star).norm() / x_star.norm())
     assert err < 1e-6, err
     assert used <= 15, used  # at most rank(F) = S (A - 1) = 15 products
