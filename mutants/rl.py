@@ -31,7 +31,7 @@ MUTANTS = [
     M("trpo.cg-products-miscounted", TRPO, "        Ap = Avp(p)\n        used += 1", "        Ap = Avp(p)"),
     M("trpo.kl-direction-reversed", TRPO, "    return w @ _kl_rows(theta_old, theta)", "    return w @ _kl_rows(theta, theta_old)"),
     M("trpo.kl-weights-unnormalised", TRPO, "    w = weights / weights.sum()\n", "    w = weights\n"),
-    M("trpo.fvp-damping-sign", TRPO, "    return hv.reshape(-1) + damping * v", "    return hv.reshape(-1) - damping * v", equivalent="every caller uses damping = 0, where the sign cannot matter"),
+    M("trpo.fvp-damping-sign", TRPO, "    return hv.reshape(-1) + damping * v", "    return hv.reshape(-1) - damping * v"),
     M("trpo.visitation-not-transposed", TRPO, "        return torch.linalg.solve((eye - self.gamma * self._p_pi(pi)).T, self.rho0)", "        return torch.linalg.solve(eye - self.gamma * self._p_pi(pi), self.rho0)"),
     M("trpo.max-kl-is-mean", TRPO, "    return _kl_rows(theta_old, theta).max()", "    return _kl_rows(theta_old, theta).mean()"),
     M("trpo.backtrack-not-shrinking", TRPO, "        frac *= backtrack_coef", "        frac *= 1.0"),

@@ -189,7 +189,7 @@ def test_file_seconds(root: Path) -> dict[str, float]:
     return seconds
 
 
-def tests_importing(root: Path, rel_file: str, graph: dict[str, set[str]] | None = None,
+def selected_tests(root: Path, rel_file: str, graph: dict[str, set[str]] | None = None,
                     seconds: dict[str, float] | None = None) -> list[str]:
     """Test files that import the module in ``rel_file`` directly or transitively: ``verifiers/`` for
     code under ``impls/``, ``tests/`` for the tool. Cheapest first (by the last verify's durations,
@@ -337,7 +337,7 @@ def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 3
             if on_done:
                 on_done(outcomes[m.name])
         else:
-            todo.append((m, tests_importing(root, m.file, graph, seconds)))
+            todo.append((m, selected_tests(root, m.file, graph, seconds)))
     # the most expensive first, so the workers finish together
     todo.sort(key=lambda mt: -sum(seconds.get(f, 1.0) for f in mt[1]))
     with tempfile.TemporaryDirectory(prefix="mianjing-mutants-") as tmp:
@@ -393,7 +393,7 @@ def command(root: Path, names: list[str] | None, jobs: int, timeout: float, max_
         graph, seconds = import_graph(root), test_file_seconds(root)
         for m in mutants:
             why = stale_reason(root, m)
-            tests = tests_importing(root, m.file, graph, seconds)
+            tests = selected_tests(root, m.file, graph, seconds)
             state = f"STALE ({why})" if why else f"{len(tests)} test files"
             console.print(f"{m.name}  {m.file}  {state}", markup=False, highlight=False, soft_wrap=True)
         return 0

@@ -223,6 +223,8 @@ def test_cg_with_fisher_vector_products(evidence):
 
     v = torch.randn(20, generator=g, dtype=torch.float64)
     assert torch.allclose(fvp(v), F @ v, atol=1e-12)  # double backprop gives F v without forming F
+    damped = TR.fisher_vector_product(lambda t: TR.mean_kl(z, t.reshape(5, 4), rho), z.reshape(-1), v, damping=0.1)
+    assert torch.allclose(damped, F @ v + 0.1 * v, atol=1e-12)  # (F + lambda I) v, the usual damping
     calls["n"] = 0
     x, used = TR.conjugate_gradient(fvp, gvec, n_iters=20)
     assert used == calls["n"], (used, calls["n"])  # the count it reports is the products it made
