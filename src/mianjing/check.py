@@ -4,7 +4,8 @@ Checks, on top of the loader's schema errors: duplicate claim ids, a claim with
 no verifier, a verifier marker naming no claim, an implementation path or
 function that does not exist, a follow-up naming no entry, a figure function or a benchmark result
 that does not exist, a catalog id unknown to the catalog or settled twice, and
-a catalog question answered by an entry whose catalog claims are not all settled.
+a catalog question answered by an entry whose catalog claims are not all settled, and a figure an
+executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .loader import load
 from .markers import MarkerUse, defined_names, find_markers
 from .paths import catalog_path
 from .problems import Problem
+from .quoted import claim_figures, find_quotes, pinned, quoted_by_claim
 from .schema import impl_path, impl_symbol
 
 
@@ -64,6 +66,23 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                         f"claim {claim.id!r} ({claim.method.value}) has no verifier "
                         "(add @pytest.mark.claim to a test in verifiers/)"))
 
+    # figures quoted in the text: pinned by evidence.quote in a verifier, the same in both languages
+    quoted = quoted_by_claim(find_quotes(root))
+    for entry, claim in kb.claims():
+        if not claim.needs_verifier:
+            continue
+        where = (kb.sources[entry.id].path, kb.claim_line(entry.id, claim.id, "id"))
+        en, zh = claim_figures(claim, "en"), claim_figures(claim, "zh")
+        if sorted(en) != sorted(zh):
+            add(Problem(*where, "claims.correction",
+                        f"{claim.id}: the zh and en texts quote different figures "
+                        f"(en only: {_fmt(set(en) - set(zh))}; zh only: {_fmt(set(zh) - set(en))})"))
+        loose = [f for f in en if not pinned(f, quoted.get(claim.id, set()))]
+        if loose:
+            add(Problem(*where, "claims.correction",
+                        f"{claim.id} quotes {_fmt(loose)} but no verifier of it asserts "
+                        f"{'it' if len(loose) == 1 else 'them'} with evidence.quote(name, quoted=..., measured=...)"))
+
     # implementations, follow-ups, benchmarks
     for entry in kb.entries.values():
         src = kb.sources[entry.id]
@@ -103,6 +122,10 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
         _check_catalog(kb, res.catalog, add)
     res.problems.sort()
     return res
+
+
+def _fmt(values) -> str:
+    return ", ".join(f"{v:g}" for v in sorted(values)) or "none"
 
 
 def _check_catalog(kb: KnowledgeBase, cat: Catalog, add) -> None:

@@ -69,6 +69,18 @@ def test_ppo_paper_rule_steps(evidence):
         got = ctl.update(kl, 1)
         cases.append({"kl": kl, "beta_after": got})
         assert got == want, (kl, got, want)
+
+    def moves(kl):
+        return AdaptiveKLController(1.0, target=0.01).update(kl, 1) != 1.0
+
+    def edge(inside, outside):  # bisection for where beta starts to move
+        for _ in range(60):
+            mid = (inside + outside) / 2
+            inside, outside = (inside, mid) if moves(mid) else (mid, outside)
+        return inside
+
+    evidence.quote("upper threshold / d_targ", quoted=1.5, measured=edge(0.01, 0.1) / 0.01, digits=6)
+    evidence.quote("d_targ / lower threshold", quoted=1.5, measured=0.01 / edge(0.01, 0.0), digits=6)
     # Starting far too low, beta climbs by doublings until KL is back inside [target/1.5, 1.5*target].
     pi_ref, r = _bandit()
     ctl = AdaptiveKLController(0.01, target=0.05)
@@ -86,6 +98,10 @@ def test_controllers_track_target_fixed_does_not(evidence):
     pi_ref, r = _bandit()
     target = 0.05
     out = {}
+    instructgpt_beta = 0.02  # InstructGPT's fixed coefficient: KL lands wherever it puts it
+    kl_fixed = simulate(FixedKLController(instructgpt_beta), pi_ref, r, 50)[0]
+    assert len(set(kl_fixed)) == 1 and abs(kl_fixed[-1] / target - 1) > 0.5
+    evidence.quote("InstructGPT's fixed beta", quoted=0.02, measured=instructgpt_beta, digits=2)
     for start in (0.05, 20.0):
         prop = ProportionalKLController(start, target, horizon=10_000)
         kls_p, _ = simulate(prop, pi_ref, r, 400, n_steps=1000)  # K_beta = 0.1 per update
@@ -119,14 +135,16 @@ def lagged_policy_run(ctl, pi_ref, r, steps, eta=ETA, update_every=1, n_steps=1)
 class FolkRule:
     """The rule as the catalog states it: x1.5 when KL > 0.02, /1.5 when KL < 0.01."""
 
+    lo, hi, factor = 0.01, 0.02, 1.5
+
     def __init__(self, v):
         self.value = v
 
     def update(self, kl, n_steps=1):
-        if kl > 0.02:
-            self.value *= 1.5
-        elif kl < 0.01:
-            self.value /= 1.5
+        if kl > self.hi:
+            self.value *= self.factor
+        elif kl < self.lo:
+            self.value /= self.factor
         return self.value
 
 
@@ -161,6 +179,14 @@ def test_oscillation_is_loop_gain_with_a_lagging_policy(evidence):
     steps, half = 12_000, 6_000
     target = 0.015
     b0 = beta_for_kl(0.021, pi_ref, r)  # just above the folk band: its x1.5 grid of betas misses [0.01, 0.02]
+    gains = {"per step": ProportionalKLController(b0, target, 10_000), "low": ProportionalKLController(b0, target, 10_000)}
+    evidence.quote("target KL", quoted=0.015, measured=gains["per step"].target, digits=3)
+    evidence.quote("proportional error clip", quoted=0.2, measured=gains["per step"].clip, digits=1)
+    evidence.quote("gain 0.1 (n_steps / horizon)", quoted=0.1, measured=1000 / gains["per step"].horizon, digits=1)
+    evidence.quote("gain 0.001 (n_steps / horizon)", quoted=0.001, measured=10 / gains["low"].horizon, digits=3)
+    evidence.quote("folk band, lower edge", quoted=0.01, measured=FolkRule.lo, digits=2)
+    evidence.quote("folk band, upper edge", quoted=0.02, measured=FolkRule.hi, digits=2)
+    evidence.quote("folk factor", quoted=1.5, measured=FolkRule.factor, digits=1)
     prop = {
         "gain 0.1, every step": lagged_policy_run(ProportionalKLController(b0, target, 10_000), pi_ref, r, steps,
                                                   n_steps=1000),

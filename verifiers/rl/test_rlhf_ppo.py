@@ -167,11 +167,14 @@ def test_terminal_reward_weight_decays(evidence):
     r[0, -1] = 1.0
     v = torch.zeros_like(r)
     m = torch.ones_like(r)
-    a, _ = gae(r, v, m, 1.0, 0.95)
+    lam = 0.95
+    a, _ = gae(r, v, m, 1.0, lam)
     sym = sp.Rational(95, 100) ** (L - 1)
     assert abs(float(a[0, 0]) / float(sym) - 1) < 1e-9, (float(a[0, 0]), float(sym))
     a1, _ = gae(r, v, m, 1.0, 1.0)
     assert float(a1[0, 0]) == 1.0
+    evidence.quote("lambda", quoted=0.95, measured=lam, digits=2)
+    evidence.quote("first token's direct share of R", quoted=5e-23, measured=float(a[0, 0]), rel=0.15)
     evidence.update(length=L, weight_first_token_lam095=float(a[0, 0]), weight_first_token_lam1=float(a1[0, 0]))
 
 
@@ -210,6 +213,27 @@ def test_log_space_ratio(evidence, device):
 
 def _min_clip_oracle(ratio, adv, eps):
     return min(ratio * adv, min(max(ratio, 1 - eps), 1 + eps) * adv)
+
+
+@pytest.mark.claim("rlhf.ppo.clip-objective", "ppo.clip.code-formula")
+def test_default_epsilon_is_0_2(evidence):
+    """The default clip range, read from behaviour: with no clip argument an A > 0 token keeps its gradient up to
+    ratio 1 + eps and an A < 0 token down to 1 - eps (bisection on the ratio)."""
+
+    def keeps_gradient(ratio: float, adv: float) -> bool:
+        x = torch.tensor([[math.log(ratio)]], dtype=torch.float64, requires_grad=True)
+        ppo_clip_loss(x, torch.zeros(1, 1, dtype=torch.float64), torch.full((1, 1), adv, dtype=torch.float64),
+                      torch.ones(1, 1, dtype=torch.float64))[0].backward()
+        return bool(x.grad[0, 0] != 0)
+
+    def edge(lo, hi, adv):  # keeps_gradient(lo) is True, keeps_gradient(hi) is False
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if keeps_gradient(mid, adv) else (lo, mid)
+        return lo
+
+    evidence.quote("default epsilon (upper edge, A > 0)", quoted=0.2, measured=edge(1.0, 3.0, 1.0) - 1, digits=6)
+    evidence.quote("default epsilon (lower edge, A < 0)", quoted=0.2, measured=1 - edge(1.0, 0.1, -1.0), digits=6)
 
 
 @pytest.mark.claim("rlhf.ppo.clip-objective")

@@ -123,6 +123,10 @@ def test_monotonic_in_theory_not_in_practice(evidence):
     found["independent_check"] = {"eta_change": eta_new_it - eta_old_it, "mean_kl": mean_kl_it,
                                   "surrogate_gain": gain_it}
     assert found["theorem1_lower_bound_minus_eta_before"] < 0  # the theory never licensed this step
+    evidence.quote("delta", quoted=0.5, measured=delta, digits=1)
+    evidence.quote("average KL of the accepted step", quoted=0.139, measured=mean_kl_it, digits=3)
+    evidence.quote("predicted surrogate gain", quoted=0.99, measured=gain_it, digits=2)
+    evidence.quote("fall of the true return", quoted=0.53, measured=eta_old_it - eta_new_it, digits=2)
     evidence["theorem1_min_gap_over_120_pairs"] = worst_gap
     evidence["mm_iteration_eta"] = etas
     evidence["counterexample"] = found
@@ -197,6 +201,11 @@ def test_constraint_is_average_kl_old_new(evidence):
         worst_rev = max(worst_rev, rows[-1]["avg_kl_new_old"])
         z = z_new
     assert worst_max > delta  # the average is bounded, single states are not (not Eq. 11's max-KL)
+    evidence.quote("delta", quoted=0.05, measured=delta, digits=2)
+    evidence.quote("average KL(old||new), second step", quoted=0.049, measured=rows[1]["avg_kl_old_new"], digits=3)
+    evidence.quote("largest single-state KL, second step", quoted=0.147, measured=rows[1]["max_state_kl_old_new"],
+                   digits=3)
+    evidence.quote("average KL(new||old), second step", quoted=0.046, measured=rows[1]["avg_kl_new_old"], digits=3)
     assert any(abs(r["avg_kl_new_old"] - r["avg_kl_old_new"]) > 1e-3 for r in rows)  # direction matters
     evidence["delta"] = delta
     evidence["steps"] = rows
