@@ -5,7 +5,8 @@ no verifier, a verifier marker naming no claim, an implementation path or
 function that does not exist, a follow-up naming no entry, a figure function or a benchmark result
 that does not exist, a catalog id unknown to the catalog or settled twice, and
 a catalog question answered by an entry whose catalog claims are not all settled, and a figure an
-executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes).
+executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes),
+and a named fact (``facts:``) given two different values by two claims.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                         f"{claim.id} quotes {_fmt(loose)} but no verifier of it asserts "
                         f"{'it' if len(loose) == 1 else 'them'} with evidence.quote(name, quoted=..., measured=...)"))
 
+    _check_facts(kb, quoted, add)
+
     # implementations, follow-ups, benchmarks
     for entry in kb.entries.values():
         src = kb.sources[entry.id]
@@ -122,6 +125,41 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
         _check_catalog(kb, res.catalog, add)
     res.problems.sort()
     return res
+
+
+def _decimals(x: float) -> int:
+    text = repr(float(x))
+    return 0 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def same_fact(a, b) -> bool:
+    """Two values of one fact agree: booleans and texts exactly, numbers at the coarser of the two precisions
+    (2.91 and 2.909 agree; 2.91 and 2.92 do not)."""
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+        return type(a) is type(b) and a == b
+    d = min(_decimals(a), _decimals(b))
+    return round(float(a), d) == round(float(b), d)
+
+
+def _check_facts(kb: KnowledgeBase, quoted: dict[str, set[float]], add) -> None:
+    """A named fact has one value across the whole base; a number an executable claim states as a fact is
+    pinned by evidence.quote in its verifiers (so the registry holds measured values, not typed ones)."""
+    first: dict[str, tuple[object, str, str, int]] = {}  # fact -> (value, claim id, path, line)
+    for entry, claim in kb.claims():
+        src = kb.sources[entry.id]
+        for i, (name, value) in enumerate(claim.facts.items()):
+            line = kb.claim_line(entry.id, claim.id, "facts", name)
+            if name in first and not same_fact(first[name][0], value):
+                v0, c0, p0, l0 = first[name]
+                add(Problem(src.path, line, "claims.facts",
+                            f"{claim.id} says {name} = {value!r}, but {c0} ({p0}:{l0}) says {v0!r}: "
+                            "one of them is wrong"))
+            first.setdefault(name, (value, claim.id, src.path, line))
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and claim.needs_verifier and not pinned(float(value), quoted.get(claim.id, set())):
+                add(Problem(src.path, line, "claims.facts",
+                            f"{claim.id} states {name} = {value!r} but no verifier of it asserts it "
+                            "with evidence.quote(name, quoted=..., measured=...)"))
 
 
 def _fmt(values) -> str:

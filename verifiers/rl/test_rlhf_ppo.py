@@ -411,8 +411,19 @@ def test_kl_in_reward_vs_naive_k1_in_loss(evidence):
     e_reward = float((g_reward + beta * g_kl).abs().max())
     assert e_reward < 1e-12, (g_reward, g_kl)
     assert float(g_k1_loss.abs().max()) < 1e-12 and float(g_kl.abs().max()) > 1e-2
+    # in the loss the estimator's expected *gradient* is what counts: k2 = (log pi - log pi_ref)^2 / 2 gives
+    # grad KL(pi || pi_ref) exactly; k3 = rho - 1 - log rho (rho = pi_ref / pi) gives grad KL(pi_ref || pi)
+    logp = torch.log_softmax(theta, 0)
+    (g_k2_loss,) = torch.autograd.grad((p * 0.5 * (logp - ref) ** 2).sum(), theta, retain_graph=True)
+    rho = torch.exp(ref - logp)
+    (g_k3_loss,) = torch.autograd.grad((p * (rho - 1 - torch.log(rho))).sum(), theta, retain_graph=True)
+    (g_kl_other,) = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), theta)  # KL(pi_ref || pi)
+    assert float((g_k2_loss - g_kl).abs().max()) < 1e-12, (g_k2_loss, g_kl)
+    assert float((g_k3_loss - g_kl_other).abs().max()) < 1e-12, (g_k3_loss, g_kl_other)
+    assert float((g_k3_loss - g_kl).norm()) > 0.05 * float(g_kl.norm()), (g_k3_loss, g_kl)
     evidence.update(grad_kl=g_kl.tolist(), kl_in_reward_grad=g_reward.tolist(),
-                    k1_in_loss_expected_grad=g_k1_loss.tolist())
+                    k1_in_loss_expected_grad=g_k1_loss.tolist(), k2_in_loss_expected_grad=g_k2_loss.tolist(),
+                    k3_in_loss_expected_grad=g_k3_loss.tolist(), grad_kl_ref_to_pi=g_kl_other.tolist())
 
 
 # --------------------------------------------------------------------------- data parallel (q24-16)
