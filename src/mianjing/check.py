@@ -35,6 +35,17 @@ class CheckResult:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def executable_share(self) -> tuple[int, int]:
+        """(claims settled by code, claims that are not opinions): the rest are settled by citation only."""
+        factual = [c for _, c in self.kb.claims() if c.verdict.value != "opinion"]
+        return sum(1 for c in factual if c.needs_verifier), len(factual)
+
+    @property
+    def citation_only_refuted(self) -> list[str]:
+        """Refuted claims with no runnable counterexample (settled by a citation)."""
+        return [c.id for _, c in self.kb.claims() if c.verdict.value == "refuted" and not c.needs_verifier]
+
 
 def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
     loaded = load(root)

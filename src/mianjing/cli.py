@@ -43,8 +43,10 @@ def check(
         console.print(str(p), markup=False, highlight=False, soft_wrap=True)
     n_claims = sum(1 for _ in res.kb.claims())
     settled = sum(1 for _, c in res.kb.claims() if c.catalog)
+    run, factual = res.executable_share
     summary = (f"{len(res.kb)} entries, {n_claims} claims ({settled} settle catalog claims), "
-               f"{len(res.markers)} verifier markers")
+               f"{len(res.markers)} verifier markers; {run}/{factual} non-opinion claims executable "
+               f"({100 * run / max(factual, 1):.1f}%), {len(res.citation_only_refuted)} refuted by citation only")
     if res.problems:
         console.print(f"{len(res.problems)} problem(s); {summary}", markup=False, soft_wrap=True)
         raise typer.Exit(1)

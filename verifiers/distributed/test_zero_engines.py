@@ -254,3 +254,23 @@ def test_hand_written_ring_all_reduce(runs, evidence):
                 assert set(sent) == {2 * (world - 1) * size // world}
             assert max(sent) <= 2 * (world - 1) * math.ceil(size / world)
             evidence[f"N={world},S={size}"] = {"sent_per_rank": sent, "formula": 2 * (world - 1) * size / world}
+
+
+@pytest.mark.claim("zero.paper-comm-volume")
+def test_stage_volumes_measured_in_the_papers_units(runs, evidence):
+    """The paper's §7 accounting, measured on the engines (each collective counted as one full buffer; an
+    all-reduce as 2): DP's all-reduce and both P_os (the paper-style ZeRO-1: reduce-scatter + all-gather) and
+    P_os+g (FSDP2 without resharding) move 2 buffers of parameters; P_os+g+p (FSDP2 with resharding, the
+    parameters gathered again for the backward) moves 3 -- 1.5x."""
+    for world, res in runs.items():
+        pad = _padded_psi(world)
+        flat_pad = math.ceil(PSI / world) * world
+        for r in res:
+            e = r["engines"]
+            dp = 2 * e["ddp"]["collectives"]["all_reduce"]["elements"] / PSI
+            z1 = sum(c["elements"] for c in e["zero1_flat"]["collectives"].values()) / flat_pad
+            z2 = sum(c["elements"] for c in e["fsdp2_noreshard"]["collectives"].values()) / pad
+            z3 = sum(c["elements"] for c in e["fsdp2_reshard"]["collectives"].values()) / pad
+            assert (dp, z1, z2, z3) == (2, 2, 2, 3), (world, dp, z1, z2, z3)
+            evidence.quote(f"P_os+g+p over DP, N={world}", quoted=1.5, measured=z3 / dp, digits=3)
+        evidence[f"N={world}"] = {"volume_in_buffers": {"DP": dp, "P_os": z1, "P_os+g": z2, "P_os+g+p": z3}}

@@ -315,6 +315,32 @@ def test_stage_table_ring_bytes_match_the_simulated_ring(evidence):
     evidence["example_n4_psi12"] = {r["stage"]: r["bytes_per_rank"] for r in rows if r["N_d"] == 4 and r["psi"] == 12}
 
 
+@pytest.mark.claim("zero.nccl-bus-bandwidth")
+def test_bus_bandwidth_factor_is_the_rings_traffic_per_rank(evidence):
+    """Why nccl-tests multiplies the algorithm bandwidth S/t by 2(n-1)/n (all-reduce) and (n-1)/n (reduce-scatter,
+    all-gather): on a ring whose links each carry B bytes/s, the simulated collective takes t = (bytes a rank
+    sends)/B, and only with those factors does "bus bandwidth" come out as B, the same for every n."""
+    B = 25e9  # bytes/s per link
+    factor = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+              "all_gather": lambda n: (n - 1) / n}
+    phases = {"all_reduce": "rs+ag", "reduce_scatter": "rs", "all_gather": "ag"}
+    rows = {}
+    for coll in factor:
+        for n in (2, 3, 4, 8):
+            S = 24 * 8 * n  # elements, 2 bytes each
+            rounds: list = []
+            _, sent = _simulate_ring([[1.0] * S] * n, phases[coll], rounds)
+            # every round moves one chunk per link in parallel: time = rounds x chunk bytes / B
+            t = len(rounds) * (S // n) * 2 / B
+            algbw = S * 2 / t
+            busbw = algbw * factor[coll](n)
+            assert busbw == pytest.approx(B, rel=1e-12), (coll, n, busbw)
+            assert max(sent) * 2 / B == pytest.approx(t, rel=1e-12)  # the busiest rank sends for the whole time
+            rows[f"{coll}@n={n}"] = {"algbw_GBps": algbw / 1e9, "busbw_GBps": busbw / 1e9}
+    evidence["link_bandwidth_GBps"] = B / 1e9
+    evidence["rows"] = rows
+
+
 # ------------------------------------------------------------------------- activations
 @pytest.mark.claim("zero.activation-memory-eq1")
 def test_activation_eq1(evidence):

@@ -227,3 +227,28 @@ def test_oscillation_is_loop_gain_with_a_lagging_policy(evidence):
     evidence.quote("policy response time (steps)", quoted=15, measured=lag, abs=2)
     evidence.update(policy_step=ETA, response_steps=lag, proportional_sign_changes=rings,
                     proportional_peak_kl=peaks, folk_share_in_band=folk_band, ppo_share_in_band=ppo_band)
+
+
+@pytest.mark.claim("rlhf.kl.adaptive-rule")
+def test_folk_rule_is_not_the_papers_rule(evidence):
+    """Counterexample: the rule as the catalog states it (band [0.01, 0.02], x1.5 and /1.5) against the PPO paper's
+    rule as ``AdaptiveKLController`` implements it (pinned to the paper by rlhf.kl.ppo-paper-rule): for each of
+    the paper's targets, observed KLs where the two set different betas."""
+    rows = []
+    for d_targ in (0.003, 0.01, 0.03):
+        evidence.quote("d_targ tried in the paper", quoted=d_targ, measured=AdaptiveKLController(1.0, d_targ).target,
+                       digits=3)
+        differ = []
+        for kl in (0.5 * d_targ, 0.8 * d_targ, d_targ, 1.4 * d_targ, 2.0 * d_targ, 0.012, 0.025):
+            paper, folk = AdaptiveKLController(1.0, d_targ).update(kl), FolkRule(1.0).update(kl)
+            if paper != folk:
+                differ.append({"kl": kl, "paper_beta": paper, "folk_beta": folk})
+        assert len(differ) >= 3, (d_targ, differ)
+        rows.append({"d_targ": d_targ, "disagreements": differ})
+    # above its band the paper doubles beta (x2, not x1.5), with thresholds at d_targ x 1.5 and d_targ / 1.5
+    ctl = AdaptiveKLController(1.0, 0.01)
+    evidence.quote("paper's threshold factor", quoted=1.5, measured=ctl.tolerance, digits=1)
+    assert ctl.update(0.02) == 2.0 and FolkRule(1.0).update(0.021) == 1.5
+    evidence.quote("folk band, lower edge", quoted=0.01, measured=FolkRule.lo, digits=2)
+    evidence.quote("folk band, upper edge", quoted=0.02, measured=FolkRule.hi, digits=2)
+    evidence["counterexample"] = rows

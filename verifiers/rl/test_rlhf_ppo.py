@@ -392,7 +392,7 @@ def test_value_loss_and_entropy(evidence):
 # --------------------------------------------------------------------------- KL placement (nv-12)
 
 
-@pytest.mark.claim("ppo.objective.kl-to-reference")
+@pytest.mark.claim("ppo.objective.kl-to-reference", "pg.grpo.kept-dropped")
 def test_kl_in_reward_vs_naive_k1_in_loss(evidence):
     """Exact expectations over a categorical policy. KL folded into the reward (REINFORCE with reward
     -beta*(log pi - log pi_ref)) gives exactly -beta * grad KL(pi || pi_ref). Putting the k1 sample

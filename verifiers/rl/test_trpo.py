@@ -247,3 +247,41 @@ def test_cg_with_fisher_vector_products(evidence):
     # a practical step: 10 CG iterations plus one product for the step length
     _, info = TR.trpo_step(z, rho, adv, 0.01)
     evidence["fvp_calls_per_trpo_step"] = info.fvp_calls
+
+
+@pytest.mark.claim("ppo.paper.kl-direction")
+def test_kl_direction_old_first(evidence):
+    """Counterexample to "TRPO constrains KL(new || old)": the step TRPO accepts satisfies the average
+    KL(pi_old || pi_new) <= delta, and KL(pi_new || pi_old) is a different number. The two directions agree to
+    second order (the ratio tends to 1 as the step shrinks) and part at finite steps. And the old-first direction
+    is what samples from pi_old estimate directly: the mean of log(pi_old / pi_new) over them."""
+    delta = 0.05
+    g, mdp, z = _setup(0, 4, 3, 0.9, scale=0.0)
+    pi_old = TR.policy(z)
+    rho = mdp.visitation(pi_old)
+    z, _ = TR.trpo_step(z, rho, mdp.advantage(pi_old), delta)  # one step away from uniform
+    pi_old = TR.policy(z)
+    rho = mdp.visitation(pi_old)
+    w = rho / rho.sum()
+    new, info = TR.trpo_step(z, rho, mdp.advantage(pi_old), delta)
+    pi_new = TR.policy(new)
+    fwd = float(w @ (pi_old * (pi_old.log() - pi_new.log())).sum(-1))  # KL(old || new), by hand
+    rev = float(w @ (pi_new * (pi_new.log() - pi_old.log())).sum(-1))
+    assert abs(fwd - info.mean_kl) < 1e-12 and fwd <= delta + 1e-12 and abs(fwd - rev) > 1e-3, (fwd, rev, info.mean_kl)
+    ratios = []
+    for t in (1.0, 0.1, 0.01):  # along the same direction: KL(old||new) / KL(new||old) -> 1
+        mid = TR.policy(z + t * (new - z))
+        a = float(w @ (pi_old * (pi_old.log() - mid.log())).sum(-1))
+        b = float(w @ (mid * (mid.log() - pi_old.log())).sum(-1))
+        ratios.append(a / b)
+    assert abs(ratios[-1] - 1) < 0.1 * abs(ratios[0] - 1), ratios
+    # Monte Carlo from pi_old (states from rho, actions from pi_old): the sample mean of log(pi_old / pi_new)
+    gen = torch.Generator().manual_seed(0)
+    s = torch.multinomial(w, 200_000, replacement=True, generator=gen)
+    a = torch.multinomial(pi_old[s], 1, generator=gen).squeeze(-1)
+    est = float((pi_old[s, a].log() - pi_new[s, a].log()).mean())
+    assert abs(est - fwd) < 0.1 * fwd and abs(est - rev) > abs(est - fwd), (est, fwd, rev)
+    evidence.quote("delta", quoted=0.05, measured=delta, digits=2)
+    evidence["counterexample"] = {"delta": delta, "avg_kl_old_new": fwd, "avg_kl_new_old": rev,
+                                  "kl_ratio_by_step_fraction": dict(zip(("1", "0.1", "0.01"), ratios)),
+                                  "mc_estimate_from_pi_old_samples": est}
