@@ -53,7 +53,22 @@ def test_k3_unbiased_nonnegative_full_support_only(evidence):
     assert f.subs(x, 1) == 0 and sp.diff(f, x).subs(x, 1) == 0
     assert sp.simplify(sp.diff(f, x, 2) - 1 / x**2) == 0
     kata.prop_k2_k3_nonnegative(kl_estimate)
+    kata.prop_k3_exact_for_small_log_ratios(kl_estimate)
     kata.prop_k1_k3_unbiased(kl_estimate)
+    # never negative in fp32 either, where it matters most: log-ratios ~ 1e-3 (exp(x) - 1 would cancel)
+    g = torch.Generator().manual_seed(5)
+    lr32 = (torch.rand(100_000, generator=g) * 2e-3 - 1e-3).float()
+    zero = torch.zeros_like(lr32)
+    k3_32 = kl_estimate(lr32, zero, "k3")
+    naive = torch.exp(-lr32) - 1 + lr32  # the same formula with exp(x) - 1 instead of expm1
+    want = torch.expm1(-lr32.double()) + lr32.double()
+    big = lr32.abs() >= 1e-4  # below that even x^2/2 is under fp32's resolution of expm1(-x) ~ -x
+    rel_err = float(((k3_32.double() - want).abs() / want)[big].max())
+    neg_frac_naive = float((naive < 0).float().mean())
+    assert bool((k3_32 >= 0).all()) and rel_err < 2e-3 and neg_frac_naive > 0.05, (rel_err, neg_frac_naive)
+    evidence["fp32_log_ratio_within_1e-3"] = {"negative_fraction_expm1": float((k3_32 < 0).float().mean()),
+                                              "negative_fraction_exp_minus_1": neg_frac_naive,
+                                              "max_rel_error_expm1_vs_fp64": rel_err}
     # the condition the claim leaves out: pi_ref must put no mass where pi has none
     p = torch.tensor([0.5, 0.5, 0.0], dtype=F64)
     q = torch.tensor([0.4, 0.3, 0.3], dtype=F64)
