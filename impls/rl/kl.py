@@ -27,7 +27,7 @@ The full-distribution KL over the vocabulary (no sampling at all) is :func:`kl_f
 Clamps: verl clamps $\log\rho$ to $[-20, 20]$ and the k3 value to $[-10, 10]$; OpenRLHF clamps $\log\rho\ge-10$
 (k3 only) and the value to $[-10, 10]$; TRL does not clamp. ``clamp=c`` here clamps the value to $[-c, c]$ (and
 $\log\rho$ to $[-20, 20]$ as verl): where it binds the value's gradient is exactly 0, so the tokens furthest
-from $\pi_{ref}$ (k3 > 10: $\pi_{ref}/\pi > 12.7$) stop being pulled back; the ``+`` kinds take their gradient
+from $\pi_{ref}$ (k3 > 10: $\pi_{ref}/\pi > 13.6$ or $< 1.7\times10^{-5}$) stop being pulled back; the ``+`` kinds take their gradient
 from the unclamped ``k2`` and keep it. Computed in >= fp32.
 """
 
