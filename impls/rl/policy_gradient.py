@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from impls.rl.gae import discounted_returns
-from impls.rl.masking import masked_sum
+from impls.rl.masking import masked_sum, whiten
 
 MODES = ("total", "reward-to-go")
 
@@ -81,6 +81,19 @@ def reinforce_weights(
         k = seen - seen.gather(1, start.clamp_min(0))
         psi = psi * torch.pow(torch.as_tensor(gamma, dtype=G.dtype, device=G.device), k)
     return psi * m
+
+
+def reinforce_pp_advantages(
+    token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, *, dones: torch.Tensor | None = None
+) -> torch.Tensor:
+    r"""REINFORCE++ (Hu et al. 2025, arXiv 2501.03262): token advantages without a critic.
+
+    $G_t = r_t + \gamma G_{\mathrm{next}(t)}$ over the response tokens (rewards usually
+    $-\beta\,\mathrm{KL}_t$ on every token plus the score on the last; conventions of :func:`discounted_returns`),
+    then whitened over all valid tokens of the batch: $A = (G - \mu_B)/\sigma_B$. 0 on masked positions.
+    """
+    G = discounted_returns(token_rewards, mask, gamma, dones=dones)
+    return whiten(G, mask)
 
 
 def reinforce_loss(logp: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
