@@ -113,7 +113,7 @@ def test_recursion_equals_closed_form_symbolic(evidence):
     evidence["masks"] = [[1] * T, [1, 1, 0, 1, 1], [1, 1, 1, 0, 0]]
 
 
-@pytest.mark.claim("gae.recursion-equals-closed-form")
+@pytest.mark.claim("gae.recursion-equals-closed-form", "multiturn.skip-is-gae-on-agent-tokens")
 def test_loop_and_scan_match_double_sum(evidence):
     """Small T, random masks with interior zeros, three episode conventions, loop and scan vs explicit
     double sums (fp64): masked tokens skipped (default), every gap an episode end (reset), random ends."""
@@ -213,7 +213,7 @@ def test_scan_matches_loop_property(evidence):
     evidence["tolerance"] = "|scan-loop| <= 1e-5 (|loop| + max_row|loop|), fp64: 1e-11"
 
 
-@pytest.mark.claim("gae.scan.matches-loop")
+@pytest.mark.claim("gae.scan.matches-loop", "multiturn.skip-is-gae-on-agent-tokens")
 def test_scan_passes_gae_kata():
     """The scan passes the same kata properties a learner's GAE is judged by (double-sum oracle etc.)."""
     for prop in gae_kata.ALL:
