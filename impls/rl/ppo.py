@@ -52,6 +52,7 @@ def ppo_clip_loss(
     clip_high: float | None = None,
     dual_clip: float | None = None,
     agg: str = "token-mean",
+    *,
     norm_constant: float | None = None,
     is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
