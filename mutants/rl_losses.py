@@ -35,7 +35,7 @@ MUTANTS = [
     M("ppo.min-instead-of-max", PPO, "    loss = torch.maximum(unclipped, clipped)  # -min(rA, clip(r)A)", "    loss = torch.minimum(unclipped, clipped)"),
     M("ppo.symmetric-clip-only", PPO, "    clip_high = clip_low if clip_high is None else clip_high\n    if clip_low < 0", "    clip_high = clip_low\n    if clip_low < 0"),
     M("ppo.ratio-not-exp", PPO, "    ratio = torch.exp(log_ratio)\n    adv = torch.where(valid, advantages.detach().to(dt), zero)", "    ratio = 1 + log_ratio\n    adv = torch.where(valid, advantages.detach().to(dt), zero)"),
-    M("ppo.old-logp-not-detached", PPO, "log_ratio = torch.where(valid, logp.to(dt) - logp_old.detach().to(dt), zero)", "log_ratio = torch.where(valid, logp.to(dt) - logp_old.to(dt), zero)", equivalent="the verifiers pass logp_old as a tensor without grad (as a trainer does), so detaching changes nothing they can see"),
+    M("ppo.old-logp-not-detached", PPO, "log_ratio = torch.where(valid, logp.to(dt) - logp_old.detach().to(dt), zero)", "log_ratio = torch.where(valid, logp.to(dt) - logp_old.to(dt), zero)"),
     M("ppo.is-weights-ignored", PPO, "        per_token = per_token * torch.where(valid, is_weights.detach().to(dt), zero)", "        per_token = per_token"),
     M("ppo.value-clip-min", PPO, "        loss = torch.maximum(loss, (v_clipped - target) ** 2)", "        loss = torch.minimum(loss, (v_clipped - target) ** 2)"),
     M("ppo.value-loss-no-half", PPO, "    return aggregate(0.5 * loss, mask, agg, norm_constant)", "    return aggregate(loss, mask, agg, norm_constant)"),

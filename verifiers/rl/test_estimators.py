@@ -55,6 +55,10 @@ def test_reinforce_pp_and_baseline(evidence):
     wz = iter(_whiten_py(tok))
     want_b = [[next(wz) if m[i, t] else 0.0 for t in range(3)] for i in range(8)]
     assert torch.allclose(rfb, torch.tensor(want_b, dtype=F64), atol=1e-6)
+    # the group baseline: shifting one group's scores by a constant leaves every advantage unchanged
+    shifted = scores.clone()
+    shifted[4:] += 3.0
+    assert torch.allclose(reinforce_pp_baseline_advantages(shifted, 4, m), rfb, atol=1e-9)
     # the nearly-equal group (scores 0.5, 0.5+1e-6, ...) stays tiny; GRPO's group std blows it up to O(1)
     grpo = grpo_advantages(scores, 4)
     sel = m[4:] > 0

@@ -267,6 +267,14 @@ def test_logged_stats_clip_frac_and_approx_kl(evidence):
     assert math.isclose(st2["approx_kl"], sum(vals) / len(vals), rel_tol=1e-9)
     assert abs(sum(k1) / len(k1) - st2["approx_kl"]) > 1e-3
     evidence["approx_kl_exact_sample"] = {"approx_kl": st_["approx_kl"], "KL(pi_old||pi)": exact, "k1_mean": k1_mean}
+    # (3) ratio_min / ratio_max are over response tokens only: padding (whatever it holds) cannot show up in the
+    # logs -- checked on batches whose every real ratio is below 1, and above 1, so a padded "1" would be visible
+    for shift in (-2.0, 2.0):
+        noisy = torch.where(mask > 0, lr + shift, torch.full_like(lr, 15.0))
+        _, st3 = P.ppo_clip_loss(noisy, torch.zeros_like(lr), adv, mask)
+        valid_ratios = [math.exp(x + shift) for x, m_ in zip(lr.flatten().tolist(), mask.flatten().tolist()) if m_]
+        assert math.isclose(st3["ratio_max"], max(valid_ratios), rel_tol=1e-12), (shift, st3, max(valid_ratios))
+        assert math.isclose(st3["ratio_min"], min(valid_ratios), rel_tol=1e-12), (shift, st3, min(valid_ratios))
 
 
 @pytest.mark.claim("ppo.loss.aggregation-weights")

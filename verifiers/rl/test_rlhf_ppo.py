@@ -293,6 +293,10 @@ def test_not_detaching_old_logp_kills_the_gradient(evidence):
     loss_bug = -(ratio * adv).mean()
     (g_bug,) = torch.autograd.grad(loss_bug, theta)
     assert float(g_bug.abs().max()) == 0.0 and float(want.abs().max()) > 0.1
+    # the reference loss guards against it: handed the same non-detached log pi_old, it detaches it itself
+    loss_guard, _ = ppo_clip_loss(logp_of(theta), logp_of(theta), adv[None, :], mask)
+    (g_guard,) = torch.autograd.grad(loss_guard, theta)
+    assert torch.allclose(g_guard, want, atol=1e-12), (g_guard, want)
     evidence["correct_grad"] = [round(x, 6) for x in g_ok.tolist()]
     evidence["grad_without_detach"] = g_bug.tolist()
 
