@@ -406,7 +406,7 @@ def command(root: Path, names: list[str] | None, jobs: int, timeout: float, max_
     path = write_report(root, report)
     table = Table(title=f"mutants ({report.wall / 60:.1f} min, {jobs} jobs)")
     for col in ("module", "killed", "survived", "equivalent", "stale", "error"):
-        table.add_column(col, justify="left" if col == "module" else "right")
+        table.add_column(col, justify="left" if col == "module" else "right", no_wrap=col == "module")
     for mod, row in report.by_module().items():
         table.add_row(mod, *(str(row[k]) for k in ("killed", "survived", "equivalent", "stale", "error")))
     c = report.counts
