@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.installed-stamp
 JOBS    ?= 2
 ADDR    ?= 127.0.0.1:8000
 
-.PHONY: setup check verify site serve test tests oracles bench clean
+.PHONY: setup check verify site serve test tests oracles bench clean mutants
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: setup
 	$(BIN)/mianjing check
 	$(BIN)/mianjing verify -j $(JOBS)
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+# The project's fault-injection suite (not part of `make test`: about a quarter of an hour on 2 cores).
+# Each mutant of mutants/*.py runs alone in a scratch copy; report in build/mutants.json.
+mutants: setup
+	$(BIN)/mianjing mutants -j $(JOBS)
 
 # Optional: cross-check impls/rl against verl, TRL and OpenRLHF in a separate venv (CPU torch only).
 ORACLES := .venv-oracles

@@ -239,3 +239,99 @@ def test_missing_figure_file_or_function(tmp_path):
         ("figures[1].ref", lines_of(text, "figures/arith.py::nope"), "figures/arith.py defines no 'nope'"),
         ("figures[2].ref", lines_of(text, "figures/gone.py"), "no such file: figures/gone.py"),
     }
+
+
+VERIFIER_QUOTE = """\
+import pytest
+import impls.arith as A
+
+
+@pytest.mark.claim("add.commutative")
+def test_add(evidence):
+    evidence.quote("pairs that commute", quoted=0.25, measured=A.add(0.125, 0.125), digits=2)
+    for n, q in ((1, 1.5), (2, 2.5)):
+        evidence.quote(f"{n} + 0.5", quoted=q, measured=A.add(n, 0.5), digits=1)
+
+
+@pytest.mark.claim("sub.commutative")
+def test_sub(evidence):
+    assert A.sub(1, 0) != A.sub(0, 1)
+"""
+
+
+def _figures_entry(holds_en: str, holds_zh: str, refuted_en: str = "subtraction commutes 0.7 of the time") -> str:
+    return entry_yaml(claims=f"""\
+    - id: add.commutative
+      catalog: t-01
+      verdict: holds
+      method: property
+      statement: {{zh: "{holds_zh}", en: "{holds_en}"}}
+    - id: sub.commutative
+      catalog: t-02
+      verdict: refuted
+      method: numeric
+      statement: {{zh: "减法交换 0.7", en: "{refuted_en}"}}
+      correction: {{zh: "a−b = −(b−a)", en: "a−b = −(b−a)"}}
+    """)
+
+
+def test_quoted_figures_must_be_pinned_and_bilingual(tmp_path):
+    # pinned: 25% (quoted as 0.25), 1.5 and 2.5 (loop over a literal table); the refuted statement's 0.7 is the
+    # misconception's figure and needs no pin
+    ok = _figures_entry("25% of pairs; 1.5 and 2.5× by example", "25% 的对；例子 1.5 和 2.5 倍")
+    root = make_repo(tmp_path / "a", entry=ok, verifier=VERIFIER_QUOTE)
+    assert run_check(root).problems == []
+    # an unpinned figure, and a figure only one language quotes
+    bad = _figures_entry("25% of pairs; 1.5, 2.5 and 3.75 by example", "25% 的对；例子 1.5 和 2.5，§3.1")
+    text_root = make_repo(tmp_path / "b", entry=bad, verifier=VERIFIER_QUOTE)
+    msgs = sorted(p.message for p in run_check(text_root).problems)
+    assert len(msgs) == 2, msgs
+    assert "add.commutative quotes 3.75 but no verifier of it asserts it with evidence.quote" in msgs[0]
+    assert "zh and en texts quote different figures (en only: 3.75; zh only: none)" in msgs[1]
+
+
+def _facts_entry(holds_facts: str, refuted_facts: str) -> str:
+    return entry_yaml(claims=f"""\
+    - id: add.commutative
+      catalog: t-01
+      verdict: holds
+      method: property
+      statement: {{zh: "加法交换", en: "addition commutes"}}
+      facts: {holds_facts}
+    - id: sub.commutative
+      catalog: t-02
+      verdict: refuted
+      method: numeric
+      statement: {{zh: "减法交换", en: "subtraction commutes"}}
+      correction: {{zh: "a−b = −(b−a)", en: "a−b = −(b−a)"}}
+      facts: {refuted_facts}
+    """)
+
+
+def test_a_fact_with_two_values_is_a_contradiction(tmp_path):
+    # the simplest contradiction: a recommendation (holds) relying on what a refuted claim refutes
+    text = _facts_entry("{arith.sub-commutes: true}", "{arith.sub-commutes: false}")
+    res = run_check(make_repo(tmp_path / "a", entry=text))
+    [p] = res.problems
+    assert p.field == "claims.facts" and p.line == lines_of(text, "facts: {arith.sub-commutes: false}")
+    assert "sub.commutative says arith.sub-commutes = False, but add.commutative" in p.message
+    # numbers agree at the coarser precision: 0.25 and 0.250 are one value, 0.25 and 0.26 are two
+    verifier = VERIFIER_QUOTE.replace(
+        "    assert A.sub(1, 0) != A.sub(0, 1)",
+        "    assert A.sub(1, 0) != A.sub(0, 1)\n"
+        "    evidence.quote('share', quoted=0.25, measured=A.sub(0.5, 0.25), digits=2)\n"
+        "    evidence.quote('share', quoted=0.26, measured=A.sub(0.51, 0.25), digits=2)")
+    same = _facts_entry("{arith.share: 0.25}", "{arith.share: 0.250}")
+    assert run_check(make_repo(tmp_path / "b", entry=same, verifier=verifier)).problems == []
+    differ = _facts_entry("{arith.share: 0.25}", "{arith.share: 0.26}")
+    [p] = run_check(make_repo(tmp_path / "c", entry=differ, verifier=verifier)).problems
+    assert "sub.commutative says arith.share = 0.26, but add.commutative" in p.message
+
+
+def test_a_numeric_fact_must_be_measured(tmp_path):
+    # add.commutative's verifier quotes 0.25: that fact is pinned; 0.3 is not
+    text = _facts_entry("{arith.share: 0.3}", "{}")
+    [p] = run_check(make_repo(tmp_path, entry=text, verifier=VERIFIER_QUOTE)).problems
+    assert "add.commutative states arith.share = 0.3 but no verifier of it asserts it" in p.message
+    assert run_check(make_repo(tmp_path / "ok", entry=_facts_entry("{arith.share: 0.25}", "{}"),
+                               verifier=VERIFIER_QUOTE)).problems == []

@@ -26,6 +26,25 @@ def test_paper_worked_example():
     assert "16" in rows["DP"].split("│")[2]     # bytes/param
 
 
+def _column(out: str, stage: str, col: int) -> str:
+    row = next(l for l in out.splitlines() if l.count("│") >= 6 and l.split("│")[1].strip() == stage)
+    return row.split("│")[col].strip()
+
+
+def test_ring_bytes_column():
+    # a ring sends (N-1)/N of the paper's volume (2Ψ, 2Ψ, 2Ψ, 3Ψ elements) at 2 bytes per element:
+    # Ψ = 7.5e9 on 64 ranks: 2·7.5e9·2·63/64 = 29.53125e9 and 3·7.5e9·2·63/64 = 44.296875e9 bytes
+    out = _render(params=7.5e9, gpus=64)
+    for stage in ("DP", "ZeRO-1 (P_os)", "ZeRO-2 (P_os+g)"):
+        assert _column(out, stage, 6) == "29.53", stage
+    assert _column(out, "ZeRO-3 (P_os+g+p)", 6) == "44.30"
+    # two ranks send half the volume; one rank sends nothing
+    out = _render(params=1e9, gpus=2)
+    assert _column(out, "DP", 6) == "2.00" and _column(out, "ZeRO-3 (P_os+g+p)", 6) == "3.00"
+    out = _render(params=1e9, gpus=1)
+    assert all(_column(out, s, 6) == "0" for s in ("DP", "ZeRO-1 (P_os)", "ZeRO-2 (P_os+g)", "ZeRO-3 (P_os+g+p)"))
+
+
 def test_two_gpus_zero1_is_not_4x():
     out = _render(params=7e9, gpus=2)
     line = next(l for l in out.splitlines() if "ZeRO-1" in l)

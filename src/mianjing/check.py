@@ -4,7 +4,9 @@ Checks, on top of the loader's schema errors: duplicate claim ids, a claim with
 no verifier, a verifier marker naming no claim, an implementation path or
 function that does not exist, a follow-up naming no entry, a figure function or a benchmark result
 that does not exist, a catalog id unknown to the catalog or settled twice, and
-a catalog question answered by an entry whose catalog claims are not all settled.
+a catalog question answered by an entry whose catalog claims are not all settled, and a figure an
+executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes),
+and a named fact (``facts:``) given two different values by two claims.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .loader import load
 from .markers import MarkerUse, defined_names, find_markers
 from .paths import catalog_path
 from .problems import Problem
+from .quoted import claim_figures, find_quotes, pinned, quoted_by_claim
 from .schema import impl_path, impl_symbol
 
 
@@ -31,6 +34,17 @@ class CheckResult:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def executable_share(self) -> tuple[int, int]:
+        """(claims settled by code, claims that are not opinions): the rest are settled by citation only."""
+        factual = [c for _, c in self.kb.claims() if c.verdict.value != "opinion"]
+        return sum(1 for c in factual if c.needs_verifier), len(factual)
+
+    @property
+    def citation_only_refuted(self) -> list[str]:
+        """Refuted claims with no runnable counterexample (settled by a citation)."""
+        return [c.id for _, c in self.kb.claims() if c.verdict.value == "refuted" and not c.needs_verifier]
 
 
 def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
@@ -63,6 +77,25 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
             add(Problem(kb.sources[entry.id].path, kb.claim_line(entry.id, claim.id, "id"), "claims.id",
                         f"claim {claim.id!r} ({claim.method.value}) has no verifier "
                         "(add @pytest.mark.claim to a test in verifiers/)"))
+
+    # figures quoted in the text: pinned by evidence.quote in a verifier, the same in both languages
+    quoted = quoted_by_claim(find_quotes(root))
+    for entry, claim in kb.claims():
+        if not claim.needs_verifier:
+            continue
+        where = (kb.sources[entry.id].path, kb.claim_line(entry.id, claim.id, "id"))
+        en, zh = claim_figures(claim, "en"), claim_figures(claim, "zh")
+        if sorted(en) != sorted(zh):
+            add(Problem(*where, "claims.correction",
+                        f"{claim.id}: the zh and en texts quote different figures "
+                        f"(en only: {_fmt(set(en) - set(zh))}; zh only: {_fmt(set(zh) - set(en))})"))
+        loose = [f for f in en if not pinned(f, quoted.get(claim.id, set()))]
+        if loose:
+            add(Problem(*where, "claims.correction",
+                        f"{claim.id} quotes {_fmt(loose)} but no verifier of it asserts "
+                        f"{'it' if len(loose) == 1 else 'them'} with evidence.quote(name, quoted=..., measured=...)"))
+
+    _check_facts(kb, quoted, add)
 
     # implementations, follow-ups, benchmarks
     for entry in kb.entries.values():
@@ -103,6 +136,45 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
         _check_catalog(kb, res.catalog, add)
     res.problems.sort()
     return res
+
+
+def _decimals(x: float) -> int:
+    text = repr(float(x))
+    return 0 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def same_fact(a, b) -> bool:
+    """Two values of one fact agree: booleans and texts exactly, numbers at the coarser of the two precisions
+    (2.91 and 2.909 agree; 2.91 and 2.92 do not)."""
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+        return type(a) is type(b) and a == b
+    d = min(_decimals(a), _decimals(b))
+    return round(float(a), d) == round(float(b), d)
+
+
+def _check_facts(kb: KnowledgeBase, quoted: dict[str, set[float]], add) -> None:
+    """A named fact has one value across the whole base; a number an executable claim states as a fact is
+    pinned by evidence.quote in its verifiers (so the registry holds measured values, not typed ones)."""
+    first: dict[str, tuple[object, str, str, int]] = {}  # fact -> (value, claim id, path, line)
+    for entry, claim in kb.claims():
+        src = kb.sources[entry.id]
+        for i, (name, value) in enumerate(claim.facts.items()):
+            line = kb.claim_line(entry.id, claim.id, "facts", name)
+            if name in first and not same_fact(first[name][0], value):
+                v0, c0, p0, l0 = first[name]
+                add(Problem(src.path, line, "claims.facts",
+                            f"{claim.id} says {name} = {value!r}, but {c0} ({p0}:{l0}) says {v0!r}: "
+                            "one of them is wrong"))
+            first.setdefault(name, (value, claim.id, src.path, line))
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and claim.needs_verifier and not pinned(float(value), quoted.get(claim.id, set())):
+                add(Problem(src.path, line, "claims.facts",
+                            f"{claim.id} states {name} = {value!r} but no verifier of it asserts it "
+                            "with evidence.quote(name, quoted=..., measured=...)"))
+
+
+def _fmt(values) -> str:
+    return ", ".join(f"{v:g}" for v in sorted(values)) or "none"
 
 
 def _check_catalog(kb: KnowledgeBase, cat: Catalog, add) -> None:

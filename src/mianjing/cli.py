@@ -43,8 +43,10 @@ def check(
         console.print(str(p), markup=False, highlight=False, soft_wrap=True)
     n_claims = sum(1 for _ in res.kb.claims())
     settled = sum(1 for _, c in res.kb.claims() if c.catalog)
+    run, factual = res.executable_share
     summary = (f"{len(res.kb)} entries, {n_claims} claims ({settled} settle catalog claims), "
-               f"{len(res.markers)} verifier markers")
+               f"{len(res.markers)} verifier markers; {run}/{factual} non-opinion claims executable "
+               f"({100 * run / max(factual, 1):.1f}%), {len(res.citation_only_refuted)} refuted by citation only")
     if res.problems:
         console.print(f"{len(res.problems)} problem(s); {summary}", markup=False, soft_wrap=True)
         raise typer.Exit(1)
@@ -149,6 +151,20 @@ def zero(
         raise typer.Exit(2) from None
     _root_on_path()
     run_zero(params=params, gpus=gpus, optimizer_bytes=optimizer_bytes)
+
+
+@app.command()
+def mutants(
+    names: Annotated[Optional[list[str]], typer.Argument(help="mutant names, name prefixes or files (default: all)")] = None,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="scratch copies run in parallel")] = 2,
+    timeout: Annotated[int, typer.Option(help="seconds one mutant's tests may run")] = 300,
+    max_examples: Annotated[int, typer.Option(help="hypothesis examples per property")] = 30,
+    list_only: Annotated[bool, typer.Option("--list", help="list the mutants and the tests each would run")] = False,
+) -> None:
+    """Apply each mutant of mutants/*.py alone to a scratch copy and run the tests importing the changed module."""
+    from .mutation import command
+
+    raise typer.Exit(command(_root(), names, jobs, timeout, max_examples, list_only, console, err))
 
 
 # --- site (owned by the site engineer): `mianjing site build|serve`, implemented in mianjing/site/cli.py

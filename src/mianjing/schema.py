@@ -116,6 +116,12 @@ class Claim(Strict):
     cite: Reference | None = Field(
         default=None, description="required for method citation: paper plus section, table or equation"
     )
+    facts: dict[Annotated[str, Field(pattern=CLAIM_ID)], float | bool | str] = Field(
+        default_factory=dict,
+        description="named facts this claim settles (what is true once it is read with its correction), e.g. "
+        "{zero.zero1.reduction-on-8-gpus: 2.91, kl.k3-as-loss.unbiased-grad-of-kl-pi-to-ref: false}; the same "
+        "name must have the same value in every claim that states it",
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> "Claim":

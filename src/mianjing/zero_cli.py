@@ -16,6 +16,8 @@ from rich.table import Table
 
 
 def _fmt_gb(x: float) -> str:
+    if x == 0:
+        return "0"
     return f"{x:,.2f}" if x >= 0.01 else f"{x:.2e}"
 
 

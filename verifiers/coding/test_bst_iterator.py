@@ -42,38 +42,6 @@ def test_stack_iterator_ascending(evidence):
     evidence["leetcode_example"] = {"keys": [7, 3, 15, 9, 20], "calls": seq}
 
 
-@pytest.mark.claim("coding.bst-iterator.ascending-order")
-def test_kata_catches_wrong_orders(evidence):
-    """The order property can fail: a pre-order iterator, and an iterator that
-    pushes the right child instead of its left spine, are both caught."""
-
-    class PreOrder:
-        def __init__(self, root):
-            self.stack = [root] if root else []
-
-        def hasNext(self):
-            return bool(self.stack)
-
-        def next(self):
-            node = self.stack.pop()
-            self.stack += [c for c in (node.right, node.left) if c]
-            return node.val
-
-    class ForgetsSpine(BSTIterator):
-        def next(self):
-            node = self._stack.pop()
-            if node.right is not None:
-                self._stack.append(node.right)  # bug: only the child, not its left spine
-            return node.val
-
-    caught = {}
-    for bad in (PreOrder, ForgetsSpine):
-        with pytest.raises(AssertionError) as err:
-            kata.prop_ascending_order(bad)
-        caught[bad.__name__] = str(err.value)[:200]
-    evidence["mutants_caught"] = caught
-
-
 # --- bst-02 -----------------------------------------------------------------------------
 
 
@@ -109,36 +77,45 @@ def test_every_node_pushed_and_popped_once(evidence):
 
 
 @pytest.mark.claim("coding.bst-iterator.amortised-constant")
-def test_kata_catches_quadratic_iterator(evidence):
-    """The work property can fail: an iterator that finds each successor by searching
-    from the root (O(h) per call, no stack) does Theta(n^2) reads on a chain."""
+def test_reads_per_call_constant_on_average_not_per_call(evidence):
+    """Measured directly on instrumented trees (every ``left``/``right`` read counted, nothing taken from the
+    iterator's own counters): over a full traversal the reads per ``next()`` stay at 2 whatever the size and
+    shape, while the most expensive single call grows with the height; and every prefix of k calls costs at
+    most 2k + h reads -- the amortised bound, not just its average at the end."""
+    import random
 
-    class SearchFromRoot:
-        def __init__(self, root):
-            self.root = root
-            self.nxt = self._succ(None)
-
-        def _succ(self, last):
-            node, best = self.root, None
-            while node is not None:
-                if last is None or node.val > last:
-                    best, node = node, node.left
-                else:
-                    node = node.right
-            return best
-
-        def hasNext(self):
-            return self.nxt is not None
-
-        def next(self):
-            val = self.nxt.val
-            self.nxt = self._succ(val)
-            return val
-
-    kata.prop_ascending_order(SearchFromRoot)  # correct order ...
-    with pytest.raises(AssertionError, match="pointer reads") as err:  # ... but not amortised O(1)
-        kata.prop_amortised_pushes(SearchFromRoot)
-    evidence["quadratic_iterator_caught"] = str(err.value)[-160:]
+    rng = random.Random(0)
+    rows = []
+    for n in (64, 512, 4096):
+        shapes = {
+            "left_chain": list(range(n, 0, -1)),
+            "right_chain": list(range(n)),
+            "zigzag": [k for i in range(n // 2) for k in (i, n - i)],
+            "hook": [0] + list(range(n - 1, 0, -1)),  # root 0, right child n-1, a left chain below it
+            "random": rng.sample(range(10 * n), n),
+        }
+        for shape, keys in shapes.items():
+            plain = bst_from_keys(keys)
+            h = height(plain)
+            root, counter = counting_copy(plain)
+            it = BSTIterator(root)
+            calls, worst, prev = 0, 0, counter["reads"]
+            while it.hasNext():
+                it.next()
+                calls += 1
+                worst = max(worst, counter["reads"] - prev)
+                prev = counter["reads"]
+                assert counter["reads"] <= 2 * calls + h, (shape, n, calls, counter["reads"], h)
+            assert calls == len(keys) and counter["reads"] == 2 * len(keys), (shape, n, counter["reads"])
+            rows.append({"n": len(keys), "shape": shape, "height": h, "reads_per_call": counter["reads"] / calls,
+                         "max_reads_in_one_call": worst})
+    # amortised O(1): the average does not move from n = 64 to n = 4096 ...
+    assert {r["reads_per_call"] for r in rows} == {2.0}
+    # ... while the first call on the hook reads the whole left chain, Theta(h): amortised, not worst-case
+    hook = {r["n"]: r for r in rows if r["shape"] == "hook"}
+    assert all(r["max_reads_in_one_call"] >= r["height"] - 1 for r in hook.values())
+    assert hook[4096]["max_reads_in_one_call"] > 7 * hook[512]["max_reads_in_one_call"] > 49 * hook[64]["max_reads_in_one_call"]
+    evidence["rows"] = rows
 
 
 # --- bst-03 -----------------------------------------------------------------------------
@@ -281,13 +258,26 @@ def test_morris_constant_memory_restores_only_at_end(evidence):
     it = MorrisBSTIterator(None)
     assert not any(isinstance(v, (list, tuple, set, frozenset)) or hasattr(v, "popleft") for v in vars(it).values())
 
-    # Amortised O(1): predecessor walks total at most 2n pointer steps.
+    # Amortised O(1): predecessor walks total at most 2n pointer steps. Exactly: every node x with a left
+    # child has its predecessor walk done twice (to make the thread, to remove it), each over the k(x) nodes
+    # of the right spine of x.left, and each node lies on at most one such spine -- computed from the tree here.
+    def exact_steps(root):
+        total, todo = 0, [root] if root else []
+        while todo:
+            x = todo.pop()
+            todo += [c for c in (x.left, x.right) if c]
+            k, y = 0, x.left
+            while y is not None:
+                k, y = k + 1, y.right
+            total += 2 * k
+        return total
+
     @settings(deadline=None)
     @given(bst_keys())
     def check(keys):
         it = MorrisBSTIterator(bst_from_keys(keys))
         assert _drain(it) == sorted(keys)
-        assert it.stats["pointer_steps"] <= 2 * len(keys)
+        assert it.stats["pointer_steps"] == exact_steps(bst_from_keys(keys)) <= 2 * len(keys)
         assert it.stats["threads_made"] == it.stats["threads_removed"]
 
     check()

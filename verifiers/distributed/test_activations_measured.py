@@ -39,3 +39,24 @@ def test_saved_tensors_match_eq1(dtype, device, evidence):
         rows.append({"s": s, "b": b, "h": h, "a": a, "measured": got["activations"], "eq1_m1": eq1,
                      "layernorm_stats_bytes": got["per_token_stats"]})
     evidence[str(dtype).removeprefix("torch.") + f"@{device.type}"] = {"dropout_mask_bytes": m, "layers": rows}
+
+
+@pytest.mark.claim("zero.activation-memory-eq1")
+def test_probe_sorts_saved_tensors_by_kind():
+    """The probe's three buckets, on a module whose saved tensors are known: ``x * s`` with a 0-dim
+    ``s`` saves x (the activation) and s (a scalar); a LayerNorm saves its input plus per-token mean
+    and rstd; parameters are never counted."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = torch.tensor(3.0, requires_grad=True)
+            self.ln = torch.nn.LayerNorm(8)
+
+        def forward(self, x):
+            return self.ln(x) * self.s
+
+    x = torch.randn(5, 2, 8, requires_grad=True)
+    got = saved_activation_bytes(Scaled(), x)
+    # LayerNorm input x and its output (saved by the multiply): 2 * 80 fp32; mean and rstd: 2 * 10 fp32; s: 4 bytes
+    assert got == {"activations": 2 * 80 * 4, "per_token_stats": 2 * 10 * 4, "scalars": 4}, got

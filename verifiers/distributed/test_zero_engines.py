@@ -142,6 +142,7 @@ def test_zero_redundancy_optimizer_sends_more_than_ddp(runs, evidence):
             "paper_style_zero1": {"reduce_scatter": padded, "all_gather": padded, "volume": 2 * padded},
             "max_param_diff_vs_ddp": {e: _same_update(res, e) for e in ("zero1", "zero1_flat")},
         }
+        evidence.quote(f"volume over DP, N={world}", quoted=1.5, measured=z1_vol / ddp_vol, digits=1)
     evidence["counterexample"] = {"psi": PSI, "ddp_elements": 2 * PSI, "zero_redundancy_optimizer_elements": 3 * PSI}
 
 
@@ -192,6 +193,10 @@ def test_fsdp_reshard_volume(runs, evidence):
             assert c3["reduce_scatter_single"]["elements"] == pad, c3
             assert c2["all_gather_single"]["elements"] == pad, c2
             assert c2["reduce_scatter_single"]["elements"] == pad, c2
+            vol3 = c3["all_gather_single"]["elements"] + c3["reduce_scatter_single"]["elements"]
+            vol2 = c2["all_gather_single"]["elements"] + c2["reduce_scatter_single"]["elements"]
+            evidence.quote("volume with resharding / padded Ψ", quoted=3, measured=vol3 / pad, digits=3)
+            evidence.quote("volume without resharding / padded Ψ", quoted=2, measured=vol2 / pad, digits=3)
             root = r["engines"]["fsdp2_root_only"]["collectives"]
             assert root["all_gather_single"]["elements"] == 2 * pad  # torch 2.13 re-gathers the root too
             f1 = r["engines"]["fsdp1_full_shard"]["collectives"]
@@ -249,3 +254,23 @@ def test_hand_written_ring_all_reduce(runs, evidence):
                 assert set(sent) == {2 * (world - 1) * size // world}
             assert max(sent) <= 2 * (world - 1) * math.ceil(size / world)
             evidence[f"N={world},S={size}"] = {"sent_per_rank": sent, "formula": 2 * (world - 1) * size / world}
+
+
+@pytest.mark.claim("zero.paper-comm-volume")
+def test_stage_volumes_measured_in_the_papers_units(runs, evidence):
+    """The paper's §7 accounting, measured on the engines (each collective counted as one full buffer; an
+    all-reduce as 2): DP's all-reduce and both P_os (the paper-style ZeRO-1: reduce-scatter + all-gather) and
+    P_os+g (FSDP2 without resharding) move 2 buffers of parameters; P_os+g+p (FSDP2 with resharding, the
+    parameters gathered again for the backward) moves 3 -- 1.5x."""
+    for world, res in runs.items():
+        pad = _padded_psi(world)
+        flat_pad = math.ceil(PSI / world) * world
+        for r in res:
+            e = r["engines"]
+            dp = 2 * e["ddp"]["collectives"]["all_reduce"]["elements"] / PSI
+            z1 = sum(c["elements"] for c in e["zero1_flat"]["collectives"].values()) / flat_pad
+            z2 = sum(c["elements"] for c in e["fsdp2_noreshard"]["collectives"].values()) / pad
+            z3 = sum(c["elements"] for c in e["fsdp2_reshard"]["collectives"].values()) / pad
+            assert (dp, z1, z2, z3) == (2, 2, 2, 3), (world, dp, z1, z2, z3)
+            evidence.quote(f"P_os+g+p over DP, N={world}", quoted=1.5, measured=z3 / dp, digits=3)
+        evidence[f"N={world}"] = {"volume_in_buffers": {"DP": dp, "P_os": z1, "P_os+g": z2, "P_os+g+p": z3}}

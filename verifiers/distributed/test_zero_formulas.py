@@ -39,7 +39,7 @@ def test_sixteen_bytes_per_param_7b(evidence):
     total = 7 * 10**9 * per_param
     assert total == 112 * GB
     gib = float(total) / 2**30
-    assert gib == pytest.approx(104.31, abs=0.01)      # 112 GB is decimal GB, not GiB
+    evidence.quote("112 GB in GiB", quoted=104.3, measured=gib, digits=1)  # 112 GB is decimal GB, not GiB
     evidence.update(bytes_per_param=16, gb=112, gib=round(gib, 2))
 
 
@@ -52,6 +52,7 @@ def _llama7b_activations(seq: int = 4096, mb: int = 1) -> float:
 def test_optimizer_share(evidence):
     share = sp.nsimplify((M.model_state_terms("dp")["optimizer"] / M.model_state_bytes("dp")).subs(MIXED))
     assert share == sp.Rational(3, 4)
+    evidence.quote("optimizer share of model states", quoted=0.75, measured=float(share), digits=2)
     z1 = {n: float((M.model_state_terms("zero1")["optimizer"] / M.model_state_bytes("zero1")).subs(MIXED).subs(M.N, n))
           for n in (8, 64)}
     assert z1[8] < 0.3 and z1[64] < 0.05
@@ -59,7 +60,9 @@ def test_optimizer_share(evidence):
     act = _llama7b_activations()
     with_act = 84 / (112 + act)
     assert with_act < 0.5
-    assert abs(act - 104.2) < 0.1 and abs(with_act - 0.389) < 0.001    # "about 39%"
+    assert abs(act - 104.2) < 0.1
+    evidence.quote("share with activations (7B, s=4096)", quoted=0.39, measured=with_act, digits=2)
+    evidence.quote("share under ZeRO-1 on 8 GPUs", quoted=0.27, measured=z1[8], digits=2)
     evidence.update(share_of_model_states=0.75, share_under_zero1=z1,
                     llama7b_activations_gb_s4096_b1=round(act, 1),
                     share_including_activations=round(with_act, 3),
@@ -76,7 +79,9 @@ def test_zero1_factor(evidence):
     table = {n: float(_factor("zero1", n)) for n in (1, 2, 4, 8, 16, 64, 1024)}
     assert _factor("zero1", 2) == sp.Rational(8, 5)               # 16 / (4 + 12/2)
     assert [_factor("zero1", n) for n in (4, 8, 64)] == [sp.Rational(16, 7), sp.Rational(32, 11), sp.Rational(256, 67)]
-    assert [round(table[n], 2) for n in (2, 4, 8, 64)] == [1.6, 2.29, 2.91, 3.82]
+    for n, q in ((2, 1.6), (4, 2.29), (8, 2.91), (64, 3.82)):
+        evidence.quote(f"ZeRO-1 reduction on {n} GPUs", quoted=q, measured=table[n], digits=2)
+    evidence.quote("ZeRO-1 reduction as N -> oo", quoted=4, measured=float(sp.limit(f, M.N, sp.oo)), digits=2)
     assert all(v < 4 for v in table.values())
     evidence.update(factor_by_n=table, counterexample={"N_d": 2, "factor": 1.6})
 
@@ -87,8 +92,14 @@ def test_zero1_84_to_42(evidence):
     opt_dp = sp.nsimplify(M.model_state_terms("dp")["optimizer"].subs(MIXED).subs(M.Psi, psi)) / GB
     assert opt_dp == 84                                           # 84 GB is the optimizer state alone
     per_card = {n: float(_gb("zero1", psi, n)) for n in (1, 2, 4, 8)}
-    assert per_card[1] == 112 and per_card[2] == 70 and per_card[8] == 38.5
-    assert 42 not in per_card.values()
+    assert per_card[1] == 112 and per_card[2] == 70
+    evidence.quote("ZeRO-1 per card on 8 GPUs (GB)", quoted=38.5, measured=per_card[8], digits=2)
+    # what "84 -> 42" really is: the optimizer shard on 2 GPUs, not the card's total
+    opt_2 = sp.nsimplify(M.model_state_terms("zero1")["optimizer"].subs(MIXED).subs({M.Psi: psi, M.N: 2})) / GB
+    assert opt_2 == 42 and per_card[2] == 28 + 42
+    # a card total of 42 GB needs 6 GPUs (28 + 84/N = 42), where the reduction is 112/42, not 2x
+    n42 = sp.solve(sp.Eq(_gb("zero1", psi, M.N), 42), M.N)
+    assert n42 == [6] and _factor("zero1", 6) == sp.Rational(8, 3)
     evidence.update(per_card_gb=per_card, counterexample={"N_d": 2, "dp_gb": 112, "zero1_gb": 70,
                                                           "optimizer_only_gb": [84, 42]})
 
@@ -100,14 +111,23 @@ def test_zero2_8x_28gb(evidence):
     assert sp.limit(f, M.N, sp.oo) == 8
     per_card = {n: float(_gb("zero2", psi, n)) for n in (2, 4, 8, 64)}
     factors = {n: float(_factor("zero2", n)) for n in (2, 4, 8, 64)}
-    assert per_card[8] == 26.25 and factors[8] == pytest.approx(4.267, abs=1e-3)
-    assert [per_card[n] for n in (2, 4)] == [63.0, 38.5]                      # 14 + 98/N GB
-    assert [round(factors[n], 2) for n in (2, 4, 8)] == [1.78, 2.91, 4.27]
-    assert 112 / 8 == 14 != 28                                    # "8x" and "28 GB" contradict each other
-    assert sp.limit(_gb("zero2", psi, M.N), M.N, sp.oo) == 14
+    assert per_card[2] == 63.0                                                # 14 + 98/N GB
+    for n, gb, x in ((4, 38.5, 2.91), (8, 26.25, 4.27), (2, None, 1.78)):
+        if gb is not None:
+            evidence.quote(f"ZeRO-2 per card on {n} GPUs (GB)", quoted=gb, measured=per_card[n], digits=2)
+        evidence.quote(f"ZeRO-2 reduction on {n} GPUs", quoted=x, measured=factors[n], digits=2)
+    evidence.quote("ZeRO-2 reduction as N -> oo", quoted=8, measured=float(sp.limit(f, M.N, sp.oo)), digits=2)
+    # "8x" and "28 GB" contradict each other: 8x of the DP total is the floor 2 Psi = 14 GB, reached only as N -> oo,
+    # while 28 GB is what 7 GPUs give, a 4x reduction
+    dp = _gb("dp", psi, 1)
+    floor = sp.limit(_gb("zero2", psi, M.N), M.N, sp.oo)
+    assert dp == 112 and floor == dp / 8 == 14
+    n28 = sp.solve(sp.Eq(_gb("zero2", psi, M.N), 28), M.N)
+    assert n28 == [7] and _factor("zero2", 7) == 4
     evidence.update(per_card_gb=per_card, factor_by_n=factors,
                     counterexample={"N_d": 8, "zero2_gb": 26.25, "factor": round(factors[8], 3),
-                                    "note": "112/8 = 14 GB, so '8x' and '28 GB' cannot both hold"})
+                                    "gpus_for_28_gb": 7, "factor_at_28_gb": 4,
+                                    "note": "8x of 112 GB is 14 GB (the N -> oo floor); 28 GB is 7 GPUs, 4x"})
 
 
 @pytest.mark.claim("zero.stage3-nx")
@@ -118,7 +138,8 @@ def test_zero3_factor(evidence):
     states = float(_gb("zero3", psi, n))
     overall = (112 + act) / (states + act)
     assert overall < n / 2
-    assert states == 14.0 and abs(overall - 1.83) < 0.01                       # "only about 1.8x"
+    assert states == 14.0
+    evidence.quote("model states + activations, reduction on 8 GPUs", quoted=1.8, measured=overall, digits=1)
     evidence.update(model_state_factor="N", llama7b_n8={"model_states_gb": states, "activations_gb": round(act, 1),
                                                         "overall_factor": round(overall, 2)})
 
@@ -143,6 +164,8 @@ def test_reductions_depend_on_n(evidence):
             for n in (2, 4, 8, 16, 64)}
     assert rows[4]["zero1"] == pytest.approx(16 / 7, abs=1e-3) and rows[8]["zero2"] == pytest.approx(64 / 15, abs=1e-3)
     assert all(r["zero1"] < 4 and r["zero2"] < 8 for r in rows.values())
+    evidence.quote("ZeRO-1 reduction on 8 GPUs", quoted=2.91, measured=float(_factor("zero1", 8)), digits=2)
+    evidence.quote("ZeRO-2 reduction on 8 GPUs", quoted=4.27, measured=float(_factor("zero2", 8)), digits=2)
     assert (rows[8]["zero1"], rows[8]["zero2"]) == (2.909, 4.267)                 # 32/11 and 64/15
     assert sp.limit(M.reduction_factor("zero1").subs(MIXED), M.N, sp.oo) == 4
     assert sp.limit(M.reduction_factor("zero2").subs(MIXED), M.N, sp.oo) == 8
@@ -183,18 +206,29 @@ def test_paper_table1_every_cell(evidence):
     # the worked example of §5 / Figure 1
     ex = [M.model_state_bytes_num(s_, 7.5e9, 64) / GB for s_ in M.STAGES]
     assert ex == [120.0, 31.40625, 16.640625, 1.875]
+    evidence.quote("Ψ (billions) of the worked example", quoted=7.5, measured=data["psi"]["7.5B"] / 1e9, digits=1)
+    for label, q, m in (("DP", 120, ex[0]), ("ZeRO-1", 31.4, ex[1]), ("ZeRO-2", 16.6, ex[2]), ("ZeRO-3", 1.9, ex[3])):
+        evidence.quote(f"{label} GB per device, Ψ=7.5B, N_d=64", quoted=q, measured=m, digits=1)
+    # the same figures as `mianjing zero` tabulates them (GB = 1e9 bytes, as the paper counts)
+    rows = M.stage_table(7.5e9, 64)
+    assert [r.gb_per_device for r in rows] == ex
+    assert [r.bytes_per_param for r in rows] == [16.0, 4.1875, 2.21875, 0.25]
+    assert [r.reduction_vs_dp for r in rows] == pytest.approx([1.0, 120 / 31.40625, 120 / 16.640625, 64.0], rel=1e-12)
     evidence.update(cells_checked=checked, truncated_cells=truncated, worked_example_gb=ex)
 
 
 # --------------------------------------------------------------------- ring collectives
-def _simulate_ring(values: list[list[float]], phases: str = "rs+ag"):
-    """Element-level ring simulation: returns (per-rank result buffers, elements sent per rank)."""
+def _simulate_ring(values: list[list[float]], phases: str = "rs+ag", rounds: list | None = None):
+    """Element-level ring simulation: returns (per-rank result buffers, elements sent per rank);
+    appends one entry to ``rounds`` per communication round (every rank sends one message)."""
     n, size = len(values), len(values[0])
     bounds = [(size * i) // n for i in range(n + 1)]          # chunk i = [bounds[i], bounds[i+1])
     buf = [list(v) for v in values]
     sent = [0] * n
+    rounds = [] if rounds is None else rounds
     if "rs" in phases:
         for k in range(n - 1):
+            rounds.append(("rs", k))
             msgs = []
             for r in range(n):
                 c = (r - k) % n
@@ -206,6 +240,7 @@ def _simulate_ring(values: list[list[float]], phases: str = "rs+ag"):
     if "ag" in phases:
         start = 1 if "rs" in phases else 0                      # after RS rank r owns chunk r+1
         for k in range(n - 1):
+            rounds.append(("ag", k))
             msgs = []
             for r in range(n):
                 c = (r + start - k) % n
@@ -234,7 +269,8 @@ def test_ring_all_reduce_cost_property(n, size, seed):
     _, ag = _simulate_ring(vals, "ag")
     assert sum(rs) == sum(ag) == (n - 1) * size
     if size % n == 0:
-        assert rs[0] == M.ring_bytes_sent("reduce_scatter", sp.Integer(size), sp.Integer(n)) == ag[0]
+        assert rs[0] == M.ring_bytes_sent("reduce_scatter", sp.Integer(size), sp.Integer(n))
+        assert ag[0] == M.ring_bytes_sent("all_gather", sp.Integer(size), sp.Integer(n))
 
 
 @pytest.mark.claim("zero.ring-collective-cost")
@@ -245,7 +281,64 @@ def test_ring_formula_evidence(evidence):
     assert sent == [1750] * 8
     uneven = _simulate_ring([[1] * 13] * 3)[1]
     assert sorted(uneven) == [17, 17, 18] and sum(uneven) == 2 * 2 * 13   # "18, 17 and 17", mean 2(N-1)S/N
-    evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1])
+    # the alpha-beta time of each collective: one latency per round, the bytes a rank sends over the bandwidth
+    times = {}
+    for coll, phases in (("all_reduce", "rs+ag"), ("reduce_scatter", "rs"), ("all_gather", "ag")):
+        for n_ in (2, 5, 8):
+            rounds: list = []
+            _, sent_ = _simulate_ring([[1.0] * (40 * n_)] * n_, phases, rounds)
+            want = len(rounds) * 3e-6 + sent_[0] * 2 / 1e9           # 2-byte elements, 1 GB/s, 3 us per round
+            got = M.ring_time(coll, 40 * n_ * 2, n_, bandwidth=1e9, latency=3e-6)
+            assert got == pytest.approx(want, rel=1e-12), (coll, n_, got, want)
+            times[f"{coll}@N={n_}"] = got
+    evidence.update(all_reduce_per_rank_S1000_N8=1750, formula="2(N-1)/N*S", uneven_S13_N3=_simulate_ring([[1] * 13] * 3)[1],
+                    alpha_beta_seconds=times)
+
+
+@pytest.mark.claim("zero.ring-collective-cost")
+def test_stage_table_ring_bytes_match_the_simulated_ring(evidence):
+    """``mianjing zero``'s "ring GB sent / rank" column: for each stage, the bytes a rank sends when the
+    stage's collectives run on a ring, counted element by element by the simulation above."""
+    runs = {"dp": ["rs+ag"], "zero1": ["rs", "ag"], "zero2": ["rs", "ag"], "zero3": ["ag", "ag", "rs"]}
+    rows = []
+    for n in (1, 2, 3, 4, 7):
+        for psi in (12, 35):
+            table = {r.stage: r for r in M.stage_table(psi, n)}
+            for stage, phases in runs.items():
+                # mean elements a rank sends over the stage's collectives (uneven chunks: the mean is exact)
+                sent = sum(sum(_simulate_ring([[1] * psi] * n, ph)[1]) for ph in phases) / n
+                want = 2 * sent  # 16-bit elements
+                got = table[stage].ring_bytes_sent_per_rank
+                assert got == pytest.approx(want, rel=1e-12, abs=1e-12), (stage, n, psi, got, want)
+                rows.append({"stage": stage, "N_d": n, "psi": psi, "bytes_per_rank": got})
+    evidence["rows_checked"] = len(rows)
+    evidence["example_n4_psi12"] = {r["stage"]: r["bytes_per_rank"] for r in rows if r["N_d"] == 4 and r["psi"] == 12}
+
+
+@pytest.mark.claim("zero.nccl-bus-bandwidth")
+def test_bus_bandwidth_factor_is_the_rings_traffic_per_rank(evidence):
+    """Why nccl-tests multiplies the algorithm bandwidth S/t by 2(n-1)/n (all-reduce) and (n-1)/n (reduce-scatter,
+    all-gather): on a ring whose links each carry B bytes/s, the simulated collective takes t = (bytes a rank
+    sends)/B, and only with those factors does "bus bandwidth" come out as B, the same for every n."""
+    B = 25e9  # bytes/s per link
+    factor = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+              "all_gather": lambda n: (n - 1) / n}
+    phases = {"all_reduce": "rs+ag", "reduce_scatter": "rs", "all_gather": "ag"}
+    rows = {}
+    for coll in factor:
+        for n in (2, 3, 4, 8):
+            S = 24 * 8 * n  # elements, 2 bytes each
+            rounds: list = []
+            _, sent = _simulate_ring([[1.0] * S] * n, phases[coll], rounds)
+            # every round moves one chunk per link in parallel: time = rounds x chunk bytes / B
+            t = len(rounds) * (S // n) * 2 / B
+            algbw = S * 2 / t
+            busbw = algbw * factor[coll](n)
+            assert busbw == pytest.approx(B, rel=1e-12), (coll, n, busbw)
+            assert max(sent) * 2 / B == pytest.approx(t, rel=1e-12)  # the busiest rank sends for the whole time
+            rows[f"{coll}@n={n}"] = {"algbw_GBps": algbw / 1e9, "busbw_GBps": busbw / 1e9}
+    evidence["link_bandwidth_GBps"] = B / 1e9
+    evidence["rows"] = rows
 
 
 # ------------------------------------------------------------------------- activations

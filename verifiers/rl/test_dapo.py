@@ -142,3 +142,68 @@ def test_soft_overlong_penalty_is_piecewise_linear(evidence):
     evidence["lengths_checked"] = checked
     evidence["dapo_setting"] = {"L_max": 20480, "L_cache": 4096,
                                 "penalty_at_18432": float(overlong_penalty(torch.tensor([18432]), 20480, 4096)[0])}
+
+
+def _groups(p: torch.Tensor, G: int, gen: torch.Generator) -> torch.Tensor:
+    """0/1 rewards of G answers for each prompt with solve probability p: [len(p) * G]."""
+    return (torch.rand(len(p), G, generator=gen) < p[:, None]).to(F64).reshape(-1)
+
+
+@pytest.mark.claim("dapo.dynamic-sampling-not-resample-same")
+def test_dynamic_sampling_refills_with_new_prompts(evidence):
+    """Counterexample to "DAPO keeps sampling that input until the condition holds": read literally, a prompt the
+    model never (or always) solves is resampled for ever; DAPO's procedure (over-sample a batch of prompts, drop
+    the groups ``dynamic_sampling_filter`` rejects, draw the next batch of prompts until the training batch is
+    full) terminates and leaves such prompts out."""
+    G, want, cap = 8, 16, 2000
+    pool = torch.tensor([0.0, 1.0, 0.02, 0.3, 0.5, 0.7, 0.95] * 10, dtype=F64)  # solve probability per prompt
+    gen = torch.Generator().manual_seed(0)
+    # DAPO: batches of 16 prompts until 16 groups survive the filter
+    kept: list[int] = []
+    generated = 0
+    while len(kept) < want:
+        idx = torch.randint(0, len(pool), (want,), generator=gen)
+        scores = _groups(pool[idx], G, gen)
+        generated += len(scores)
+        ok = dynamic_sampling_filter(scores, G).view(-1, G)[:, 0]
+        kept += idx[ok].tolist()
+    kept = kept[:want]
+    assert all(0 < float(pool[i]) < 1 for i in kept), "a never- or always-solved prompt got into the batch"
+    # the literal reading: resample one prompt until its group is neither all right nor all wrong
+    tries = {}
+    for p in (0.0, 1.0, 0.02, 0.5):
+        for n in range(1, cap + 1):
+            if bool(dynamic_sampling_filter(_groups(torch.tensor([p], dtype=F64), G, gen), G).all()):
+                break
+        tries[p] = n
+    assert tries[0.0] == tries[1.0] == cap, tries  # never satisfied: the loop would not end
+    assert tries[0.5] < 5
+    evidence["dapo_generations_for_16_groups"] = generated
+    evidence["counterexample"] = {"group_size": G, "resample_same_prompt_tries": {str(k): v for k, v in tries.items()},
+                                  "cap": cap, "note": "p = 0 or 1: the condition never holds"}
+
+
+@pytest.mark.claim("dapo.overlong-truncation-noise")
+def test_truncation_penalty_punishes_sound_long_answers(evidence):
+    """Answers whose correctness does not depend on their length, truncated at L_max: a punitive reward for every
+    truncated answer punishes the correct long ones, so the reward disagrees with correctness on those samples
+    (noise); masking truncated samples out (DAPO's overlong filtering) removes the disagreement."""
+    gen = torch.Generator().manual_seed(1)
+    n, L_max = 20_000, 4096
+    correct = torch.rand(n, generator=gen) < 0.6
+    length = torch.distributions.LogNormal(7.5, 0.5).sample((n,))  # median ~1800 tokens, a long tail
+    truncated = length > L_max
+    reward = torch.where(correct, 1.0, -1.0)
+    punitive = torch.where(truncated, -1.0, reward)
+    wrong_sign = (punitive != reward).double().mean()
+    corr = lambda a, b: float(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1])  # noqa: E731
+    c_full, c_punitive = corr(reward, correct), corr(punitive, correct)
+    keep = ~truncated
+    c_masked = corr(punitive[keep], correct[keep])
+    assert truncated.any() and correct[truncated].any()
+    assert c_full == pytest.approx(1.0) and c_masked == pytest.approx(1.0)
+    assert c_punitive < 0.95, c_punitive
+    assert float(wrong_sign) == pytest.approx(float((truncated & correct).double().mean()))  # exactly the sound long ones
+    evidence.update(truncated_share=float(truncated.double().mean()), correct_but_punished_share=float(wrong_sign),
+                    reward_correctness_correlation={"no_truncation": c_full, "punitive": c_punitive,
+                                                    "truncated_masked_out": c_masked})

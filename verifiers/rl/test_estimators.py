@@ -55,6 +55,10 @@ def test_reinforce_pp_and_baseline(evidence):
     wz = iter(_whiten_py(tok))
     want_b = [[next(wz) if m[i, t] else 0.0 for t in range(3)] for i in range(8)]
     assert torch.allclose(rfb, torch.tensor(want_b, dtype=F64), atol=1e-6)
+    # the group baseline: shifting one group's scores by a constant leaves every advantage unchanged
+    shifted = scores.clone()
+    shifted[4:] += 3.0
+    assert torch.allclose(reinforce_pp_baseline_advantages(shifted, 4, m), rfb, atol=1e-9)
     # the nearly-equal group (scores 0.5, 0.5+1e-6, ...) stays tiny; GRPO's group std blows it up to O(1)
     grpo = grpo_advantages(scores, 4)
     sel = m[4:] > 0
@@ -210,6 +214,8 @@ def test_dpo_variants_formulas_and_optima(evidence):
     z = torch.zeros(1, dtype=F64)
     ipo_arg = argmin_1d(lambda x: float(dpo_variant_loss(x * one, z, z, z, beta, "ipo", 0, one, one)), -20, 40)
     cd_arg = argmin_1d(lambda x: float(dpo_variant_loss(x * one, z, z, z, beta, "cdpo", eps)), -20, 40)
+    evidence.quote("beta", quoted=0.3, measured=beta, digits=1)
+    evidence.quote("epsilon", quoted=0.1, measured=eps, digits=1)
     evidence.quote("IPO optimal margin at beta=0.3", quoted=1.67, measured=ipo_arg, digits=2)
     evidence.quote("cDPO optimal margin at beta=0.3, eps=0.1", quoted=7.32, measured=cd_arg, digits=2)
     # hinge: loss and gradient exactly 0 once beta h >= 1

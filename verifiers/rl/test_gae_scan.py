@@ -397,6 +397,8 @@ def test_inverse_decay_cumsum_breaks_in_fp32(evidence):
     scan_err = float((scan.double() - truth).abs().max() / truth.abs().max())
     assert first_bad is not None and first_bad < T // 2, first_bad
     assert lo - 1 <= first_bad <= hi + 1, (first_bad, lo, hi)
+    evidence.quote("gamma * lambda", quoted=0.95, measured=gamma * lam, digits=2)
+    evidence.quote("first wrong token (roughly 1700-2000)", quoted=1850, measured=first_bad, abs=150)
     assert torch.isfinite(scan).all() and scan_err < 1e-5
     evidence["counterexample"] = {
         "T": T,

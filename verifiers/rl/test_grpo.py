@@ -158,13 +158,15 @@ def _bandit_estimator_moments(G: int, baseline: str):
     for draw in itertools.product(range(K), repeat=G):
         p = math.prod(float(pi[a]) for a in draw)
         rs = torch.stack([r[a] for a in draw])
-        if baseline == "none":
-            b = torch.zeros(G, dtype=F64)
-        elif baseline == "group-mean":
-            b = rs.mean().expand(G)
-        else:  # leave-one-out
-            b = (rs.sum() - rs) / (G - 1)
-        est = sum((rs[i] - b[i]) * score[draw[i]] for i in range(G)) / G
+        if baseline == "none":  # plain REINFORCE: the reward itself
+            adv = rs
+        elif baseline == "group-mean":  # the implementation under test (Dr. GRPO form: no std scaling)
+            adv = grpo_advantages(rs, G, scale_by_std=False)
+        elif baseline == "grpo":  # the implementation's default: group-standardised
+            adv = grpo_advantages(rs, G)
+        else:  # leave-one-out, the implementation
+            adv = rloo_advantages(rs, G)
+        est = sum(adv[i] * score[draw[i]] for i in range(G)) / G
         mean += p * est
         second += p * est**2
     true = score.T @ (pi * r)  # grad of sum_a pi(a) r(a)
@@ -176,17 +178,22 @@ def _bandit_estimator_moments(G: int, baseline: str):
 
 @pytest.mark.claim("grpo.no-critic.group-baseline")
 def test_group_baseline_replaces_critic(evidence):
+    """Exact enumeration of every group of G = 4 answers on a 3-armed bandit, with advantages from
+    ``grpo_advantages`` itself. Oracles: the true gradient by autograd of sum_a pi(a) r(a), and the closed form
+    E[(1/G) sum_i (r_i - mean r) grad log pi(a_i)] = (1 - 1/G) grad J (the mean includes the sample itself;
+    each cross term E[r_j grad log pi(a_i)], j != i, vanishes)."""
     G = 4
     m_none, v_none, true = _bandit_estimator_moments(G, "none")
     m_mean, v_mean, _ = _bandit_estimator_moments(G, "group-mean")
-    assert torch.allclose(m_none, true, atol=1e-12)
-    # the group mean includes the sample itself: the direction is right, the scale is (G-1)/G
-    assert torch.allclose(m_mean, (G - 1) / G * true, atol=1e-12)
-    assert v_mean < v_none
-    evidence["true_grad"] = true.tolist()
-    evidence["expected_grad_group_mean"] = m_mean.tolist()
-    evidence["variance_no_baseline"] = v_none
-    evidence["variance_group_mean"] = v_mean
+    m_std, v_std, _ = _bandit_estimator_moments(G, "grpo")
+    assert torch.allclose(m_none, true, atol=1e-12)  # no baseline: unbiased, but ...
+    assert torch.allclose(m_mean, (G - 1) / G * true, atol=1e-12)  # the group baseline: right direction, scale (G-1)/G
+    assert v_mean < 0.5 * v_none, (v_mean, v_none)  # ... and far less variance, with no value model at all
+    cos = float(m_std @ true / (m_std.norm() * true.norm()))  # standardised: an ascent direction, rescaled per group
+    assert cos > 0.95, cos
+    evidence.update(true_grad=true.tolist(), expected_grad_group_mean=m_mean.tolist(),
+                    expected_grad_group_standardised=m_std.tolist(), cosine_standardised_vs_true=cos,
+                    variance_no_baseline=v_none, variance_group_mean=v_mean, variance_group_standardised=v_std)
 
 
 @pytest.mark.claim("rloo.origin-and-baseline")

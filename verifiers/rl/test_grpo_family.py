@@ -3,6 +3,8 @@ Oracles: sympy, fp64 hand formulas, autograd of hand-written objectives."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sympy as sp
 import torch
@@ -43,10 +45,10 @@ def test_equal_rewards(evidence):
     # the figures the entry quotes: G=3, r=5/7 is the first hit (0.056); r=20/7 gives 0.18; G=7, r=1794/7 gives 0.9
     assert (found["group_size"], found["reward"]) == (3, 5 / 7)
     quoted = {}
-    for g, k, lo, hi in ((3, 5, 0.05, 0.06), (3, 20, 0.18, 0.19), (7, 1794, 0.89, 0.91)):
+    for g, k, q, digits in ((3, 5, 0.056, 3), (3, 20, 0.18, 2), (7, 1794, 0.9, 1)):
         r = torch.full((g,), k / 7.0, dtype=torch.float32)
         a = float(_naive_grpo(r, 1e-6).abs().max())
-        assert lo < a < hi, (g, k, a)
+        evidence.quote(f"fp32 advantage of an equal group, G={g}, r={k}/7", quoted=q, measured=a, digits=digits)
         assert torch.equal(grpo_advantages(r, g), torch.zeros_like(r))
         quoted[f"G={g},r={k}/7"] = a
     evidence["naive_fp32_advantage_examples"] = quoted
@@ -156,15 +158,30 @@ def test_dual_clip_bound(evidence):
 
 @pytest.mark.claim("gf.clip-higher-upper-bound")
 def test_clip_higher_gradient_window(evidence):
+    eps_low, eps_high = 0.2, 0.28
+    evidence.quote("eps_low", quoted=0.2, measured=eps_low, digits=2)
+    evidence.quote("eps_high", quoted=0.28, measured=eps_high, digits=2)
     ratios = torch.tensor([0.5, 0.79, 0.81, 1.0, 1.19, 1.21, 1.27, 1.279, 1.281, 1.3, 2.0], dtype=F64)
     lp_old = torch.zeros(1, len(ratios), dtype=F64)
     lp = ratios.log()[None].clone().requires_grad_(True)
     mask = torch.ones_like(lp_old)
     adv = torch.ones_like(lp_old)
-    ppo_clip_loss(lp, lp_old, adv, mask, clip_low=0.2, clip_high=0.28)[0].backward()
+    ppo_clip_loss(lp, lp_old, adv, mask, clip_low=eps_low, clip_high=eps_high)[0].backward()
     has_grad = (lp.grad[0] != 0).tolist()
     want = [bool(r <= 1.28) for r in ratios.tolist()]
     assert has_grad == want, (ratios.tolist(), has_grad)
+
+    def keeps_gradient(ratio: float) -> bool:
+        x = torch.tensor([[math.log(ratio)]], dtype=F64, requires_grad=True)
+        ppo_clip_loss(x, torch.zeros(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64), torch.ones(1, 1, dtype=F64),
+                      clip_low=eps_low, clip_high=eps_high)[0].backward()
+        return bool(x.grad[0, 0] != 0)
+
+    lo, hi = 1.0, 2.0  # bisection for the ratio where an A > 0 token loses its gradient
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if keeps_gradient(mid) else (lo, mid)
+    evidence.quote("ratio where the gradient stops (A > 0)", quoted=1.28, measured=lo, digits=2)
     evidence["ratios"] = ratios.tolist()
     evidence["has_gradient"] = has_grad
 

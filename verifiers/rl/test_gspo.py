@@ -97,3 +97,33 @@ def test_whole_sequence_is_clipped(evidence):
     evidence["s_0"] = float(s[0])
     evidence["token_ratio_of_token_3"] = float(tok_ratio)
     evidence["clip_frac"] = stats["clip_frac"]
+
+
+@pytest.mark.claim("gspo.clip.sequence-level")
+def test_clip_range_is_asymmetric_and_clip_frac_counts_the_favourable_side(evidence):
+    """Defaults (3e-4, 4e-4): a sequence with A > 0 and 1 + 3e-4 < s < 1 + 4e-4 keeps its gradient (only the
+    upper bound 1 + eps_high binds for A > 0); ``clip_frac`` counts sequences clipped on the side where the
+    gradient is cut (A > 0 above the band, A < 0 below it), not every sequence outside the band."""
+    logp_old = torch.full((4, 3), -2.0, dtype=F64)
+    shift = torch.tensor([3.5e-4, 3.5e-4, 1e-2, -1e-2], dtype=F64)  # mean log-ratios: s = e^shift
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=F64)
+    mask = torch.ones(4, 3, dtype=F64)
+    lp = (logp_old + shift[:, None]).requires_grad_(True)
+    loss, stats = gspo_loss(lp, logp_old, adv, mask)
+    loss.backward()
+    kept = [bool(torch.all(lp.grad[i] != 0)) for i in range(4)]
+    # seq 0/1: inside (1 - 3e-4, 1 + 4e-4): kept; seq 2: A < 0, s > 1 + eps: kept (unclipped side);
+    # seq 3: A < 0, s < 1 - eps: cut
+    assert kept == [True, True, True, False], kept
+    assert stats["clip_frac"] == 0.25, stats
+    lp2 = (logp_old + shift[:, None]).requires_grad_(True)
+    gspo_loss(lp2, logp_old, adv, mask, clip_low=3e-4, clip_high=None)[0].backward()  # symmetric 3e-4
+    assert torch.all(lp2.grad[0] == 0), "with a symmetric 3e-4 band the same sequence is clipped"
+    # GSPO-token: the sequence factor is a constant; each token's ratio moves only with its own log-prob
+    lp3 = (logp_old + shift[:, None]).requires_grad_(True)
+    w = torch.arange(12, dtype=F64).view(4, 3)
+    (gspo_token_ratio(lp3, logp_old, mask) * w).sum().backward()
+    s = torch.exp(shift)
+    assert torch.allclose(lp3.grad, s[:, None] * w, atol=1e-12), lp3.grad
+    evidence["gradient_kept_per_sequence"] = kept
+    evidence["clip_frac"] = stats["clip_frac"]

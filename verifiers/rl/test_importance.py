@@ -67,6 +67,8 @@ def test_weight_variance_is_chi2_not_proportional(evidence):
         assert abs(rows[-1]["chi2"] - rows[-1]["var_w"]) < 1e-9
     assert abs(rows[0]["tv"] - rows[1]["tv"]) < 1e-12
     assert rows[1]["var_w"] / rows[0]["var_w"] > 1000
+    evidence.quote("TV of both pairs", quoted=0.1, measured=rows[0]["tv"], digits=1)
+    evidence.quote("variance ratio at equal TV", quoted=2500, measured=rows[1]["var_w"] / rows[0]["var_w"], abs=50)
     assert rows[1]["var_w"] / rows[1]["kl"] > 50 * rows[0]["var_w"] / rows[0]["kl"]
     # (2) Gaussians N(m,1) vs N(0,1): chi2 = e^{m^2}-1 (exponential), KL = m^2/2 (quadratic)
     x, m = sp.symbols("x m", real=True)
@@ -150,8 +152,8 @@ def test_clip_gradient_depends_on_sign(evidence):
         cases[name] = {"ratio": r, "A": A, "loss": loss, "dloss_dlogp": g[0]}
     # hand-derived: outside the range on the "helpful" side -> 0; on the other side -> -r*A
     assert cases["A>0,r>1+eps"]["dloss_dlogp"] == 0.0 and cases["A<0,r<1-eps"]["dloss_dlogp"] == 0.0
-    assert abs(cases["A>0,r<1-eps"]["dloss_dlogp"] - (-0.5)) < 1e-12
-    assert abs(cases["A<0,r>1+eps"]["dloss_dlogp"] - 1.5) < 1e-12
+    evidence.quote("gradient at A>0, r=0.5", quoted=-0.5, measured=cases["A>0,r<1-eps"]["dloss_dlogp"], digits=12)
+    evidence.quote("gradient at A<0, r=1.5", quoted=1.5, measured=cases["A<0,r>1+eps"]["dloss_dlogp"], digits=12)
     evidence["counterexample"] = cases
 
 
@@ -205,6 +207,9 @@ def test_ppo_surrogate_gradient_exact(evidence):
         assert rows[-1]["state_corrected_err"] < 1e-10
     assert rows[0]["surrogate_rel_err"] < 1e-10  # first-order match at θ = θ_old
     assert rows[-1]["surrogate_rel_err"] > 0.1, rows
+    evidence.quote("surrogate gradient relative error", quoted=0.35, measured=rows[-1]["surrogate_rel_err"], digits=2)
+    evidence.quote("KL old->new (mean over states)", quoted=0.18, measured=rows[-1]["kl_old_new_mean_over_states"],
+                   digits=2)
     assert all(rows[i]["surrogate_rel_err"] <= rows[i + 1]["surrogate_rel_err"] + 1e-12 for i in range(len(rows) - 1))
     evidence["by_distance"] = rows
     evidence["counterexample"] = rows[-1]
@@ -248,4 +253,6 @@ def test_k_epochs_not_k_fold(evidence):
                     batch_size=32, clip=0.2, arms="10 arms, means linspace(0,1), reward noise std 0.5", seeds=3)
     assert best[1] <= 300, "K=1 never reached the target: experiment mis-set"
     assert speedup[4] < 4 and speedup[16] < 16 / 2, speedup
+    evidence.quote("speed-up of K=4 over K=1", quoted=2.2, measured=speedup[4], digits=1)
+    evidence.quote("speed-up of K=16 over K=1", quoted=3.2, measured=speedup[16], digits=1)
     evidence["counterexample"] = {"K": 16, "speedup": speedup[16]}

@@ -6,6 +6,8 @@ KL(pi_ref || pi) is the forward (mass-covering) KL."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import sympy as sp
 import torch
@@ -243,6 +245,19 @@ def test_each_kl_term_gradient_against_the_exact_kl_gradient(evidence):
         assert torch.allclose(kl_penalty(lp, lq, base + "+is"), kl_estimate(lp, lq, base), atol=0, rtol=0)
     assert torch.allclose(kl_penalty(lp, lq, "k3-is"), kl_estimate(lp, lq, "k3"), atol=1e-15)
     assert abs(float(kl_full(theta, theta_ref)) - float(_kl_reverse(theta, theta_ref))) < 1e-15
+
+
+@pytest.mark.claim("kl.gradient-variants-exact")
+def test_openrlhf_importance_weight_is_capped_at_10(evidence):
+    """The "+is" kinds weight k2's gradient by sg[min(pi / pi_old, 10)]: per token, d/dlogp of the penalty is
+    w (log pi - log pi_ref); a token 20x likelier now than under pi_old gets weight 10, not 20."""
+    lp = torch.tensor([math.log(0.4), math.log(0.02), math.log(0.3)], dtype=torch.float64, requires_grad=True)
+    lq = torch.log(torch.tensor([0.1, 0.3, 0.3], dtype=torch.float64))
+    lo = lp.detach() - torch.log(torch.tensor([20.0, 0.5, 3.0], dtype=torch.float64))  # pi / pi_old = 20, 0.5, 3
+    (g,) = torch.autograd.grad(kl_penalty(lp, lq, "k2+is", logp_old=lo).sum(), lp)
+    want = torch.tensor([10.0, 0.5, 3.0], dtype=torch.float64) * (lp.detach() - lq)
+    assert torch.allclose(g, want, atol=1e-12), (g, want)
+    evidence["weights"] = {"pi/pi_old": [20.0, 0.5, 3.0], "weight_used": [10.0, 0.5, 3.0]}
 
 
 @pytest.mark.claim("kl.clamp-kills-gradient")

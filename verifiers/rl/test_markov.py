@@ -51,6 +51,9 @@ def test_markov_definition_conditions_on_actions(evidence):
     gap_mark = max(abs(_cond(J_mark, {2: s1})[1] - _cond(J_mark, {0: s0, 2: s1})[1]) for s0, s1 in itertools.product(range(2), repeat=2))
     gap_hist = max(abs(_cond(J_hist, {2: s1})[1] - _cond(J_hist, {0: s0, 2: s1})[1]) for s0, s1 in itertools.product(range(2), repeat=2))
     assert gap_mark < 1e-12 and gap_hist > 0.3, (gap_mark, gap_hist)
+    evidence.quote("P(s2=1 | s1=0)", quoted=0.5, measured=_cond(J_hist, {2: 0})[1], digits=12)
+    evidence.quote("P(s2=1 | s1=0, s0=0)", quoted=0.1, measured=_cond(J_hist, {0: 0, 2: 0})[1], digits=12)
+    evidence.quote("P(s2=1 | s1=0, s0=1)", quoted=0.9, measured=_cond(J_hist, {0: 1, 2: 0})[1], digits=12)
     evidence["counterexample"] = {"env": "a moves to state a w.p. 0.9", "policy": "a_1 = s_0",
                                   "P(s2=1|s1=0)": _cond(J_hist, {2: 0})[1],
                                   "P(s2=1|s1=0,s0=0)": _cond(J_hist, {0: 0, 2: 0})[1],
@@ -107,7 +110,9 @@ def test_repetition_rule_board_not_markov(evidence):
     assert sp.expand(v1 - (sp.Rational(3, 5) + q / 5 - q**2 / 20)) == 0
     crit = [c for c in sp.solve(sp.diff(v1, q), q) if 0 <= c <= 1]
     sup = max(v1.subs(q, c) for c in [0, 1, *crit])
-    assert sup == sp.Rational(3, 4) and abs(board_only - 0.75) < 1e-12, (sup, board_only)
+    assert sup == sp.Rational(3, 4)
+    evidence.quote("best picture-only value", quoted=0.75, measured=board_only, digits=12)
+    evidence.quote("optimal value", quoted=0.8, measured=v_opt, digits=12)
     assert all(abs(g.board_only_value(k / 10) - float(v1.subs(q, sp.Rational(k, 10)))) < 1e-12 for k in range(11))
     evidence["counterexample"] = {"same_board": "P", "best_move_first_occurrence": move1,
                                   "best_move_second_occurrence": move2, "optimal_value": v_opt,
@@ -192,6 +197,7 @@ def test_values_exist_but_bellman_fails_on_observations(evidence):
             worst_pair = max(worst_pair, abs(bell - V_pair(t, prev, cur)))
     assert all(abs(v) < 1 / (1 - gamma) + 1e-9 for t in V for v in V[t].values())  # finite, well defined
     assert worst > 1e-3 and worst_pair < 1e-12, (worst, worst_pair)
+    evidence.quote("Bellman residual on positions only", quoted=0.33, measured=worst, digits=2)
     evidence.update(max_bellman_residual_position_only=worst, max_bellman_residual_pair_state=worst_pair,
                     V0_by_position={str(o): v for o, v in V[0].items()})
 

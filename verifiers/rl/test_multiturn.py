@@ -32,6 +32,9 @@ def test_reset_at_observation_tokens_cuts_the_credit(evidence):
     reset, _ = gae(r, v, m, 1.0, 1.0, dones=dones_at_mask_gaps(m))
     assert skip[0].tolist() == [0.5, 0.5, 0.0, 0.0, 0.5] and torch.equal(skip, skip_scan)
     assert reset[0].tolist() == [-0.5, -0.5, 0.0, 0.0, 0.5]
+    for i in (0, 1):
+        evidence.quote(f"turn-1 advantage {i}, skipped (verl)", quoted=0.5, measured=float(skip[0, i]), digits=12)
+        evidence.quote(f"turn-1 advantage {i}, reset at the gap", quoted=-0.5, measured=float(reset[0, i]), digits=12)
     assert discounted_returns(r, m, 1.0)[0].tolist() == [1.0, 1.0, 0.0, 0.0, 1.0]
     assert reinforce_weights(r, m, 1.0, mode="total")[0].tolist() == [1.0, 1.0, 0.0, 0.0, 1.0]
     # exact enumeration: agent token a1, observation o ~ P(o | a1) (masked), agent token a2, reward at the end
@@ -143,12 +146,14 @@ def test_framework_conventions_side_by_side(evidence):
         return a * m
 
     table = {}
-    for gamma, lam in ((1.0, 1.0), (1.0, 0.95)):
+    settings = ((1.0, 1.0), (1.0, 0.95))
+    for gamma, lam in settings:
         ours, _ = gae(r, v, m, gamma, lam)
         table[f"gamma={gamma}, lam={lam}"] = {"verl / ours": ours[0, :2].tolist(), "OpenRLHF": openrlhf_style(gamma, lam)[0, :2].tolist()}
     same = table["gamma=1.0, lam=1.0"]
     assert same["verl / ours"] == same["OpenRLHF"] == [0.5, 0.5]
     low = table["gamma=1.0, lam=0.95"]
+    evidence.quote("lambda of the second row", quoted=0.95, measured=settings[1][1], digits=2)
     evidence.quote("verl turn-1 A_0 at lam=0.95", quoted=0.4512, measured=low["verl / ours"][0], digits=4)
     evidence.quote("verl turn-1 A_1 at lam=0.95", quoted=0.475, measured=low["verl / ours"][1], digits=3)
     evidence.quote("OpenRLHF turn-1 A_0 at lam=0.95", quoted=0.3609, measured=low["OpenRLHF"][0], digits=4)

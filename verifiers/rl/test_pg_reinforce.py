@@ -65,6 +65,8 @@ def test_dynamics_cancel_in_score_not_in_expectation(evidence):
         t2 = MM.trajectories()
         mean, _ = MM.estimator_moments(th, estimator(MM, th, t2, "total"))
         assert torch.allclose(mean, g, atol=1e-10), (mean, g)
+    evidence.quote("gradient norm, original dynamics", quoted=0.63, measured=float(g1.norm()), digits=2)
+    evidence.quote("gradient norm, other dynamics", quoted=0.53, measured=float(g2.norm()), digits=2)
     evidence.update(score_max_abs_diff=worst, grad_norm_P=float(g1.norm()), grad_norm_flippedP=float(g2.norm()),
                     grad_diff_norm=diff)
 
@@ -122,7 +124,8 @@ def test_monte_carlo_from_black_box_samples(evidence):
 @pytest.mark.claim("pg.reinforce.discounted-gradient")
 def test_discounting_needs_gamma_t(evidence):
     out = {}
-    for gamma in (1.0, 0.5):
+    gammas = (1.0, 0.5)
+    for gamma in gammas:
         M, th = mdp_and_policy(seed=3, gamma=gamma)
         tr = M.trajectories()
         g = M.exact_grad(th)
@@ -133,6 +136,9 @@ def test_discounting_needs_gamma_t(evidence):
         assert float((fixed - g).abs().max()) < 1e-10
     assert out["1.0"]["err_without_gamma_t"] < 1e-10
     assert out["0.5"]["err_without_gamma_t"] > 0.05 * out["0.5"]["grad_norm"], out
+    evidence.quote("gamma of the discounted case", quoted=0.5, measured=gammas[1], digits=1)
+    evidence.quote("error without gamma^t (gamma=0.5)", quoted=0.22, measured=out["0.5"]["err_without_gamma_t"], digits=2)
+    evidence.quote("true gradient norm (gamma=0.5)", quoted=0.24, measured=out["0.5"]["grad_norm"], digits=2)
     evidence["by_gamma"] = out
     evidence["counterexample"] = {"gamma": 0.5, **out["0.5"]}
 
@@ -195,7 +201,7 @@ def test_td_error_is_advantage_only_with_true_V(evidence):
                                                    discount_weight=True))
         mc_bias[name] = float((m_b - g_exact).abs().max())
         assert mc_bias[name] < 1e-10, (name, mc_bias[name])
-    assert abs(err_bad - 0.5) < 1e-9, err_bad  # the entry quotes "a 0.5 bias"
+    evidence.quote("bias of the TD error with a critic 0.5 off", quoted=0.5, measured=err_bad, digits=9)
     evidence.update(max_err_true_V=err_true, max_err_critic_off_by_half=err_bad,
                     mc_advantage_policy_gradient_bias=mc_bias)
 
@@ -236,6 +242,10 @@ def test_baseline_can_increase_variance(evidence):
     # 2-logit parameterisation: variance is twice the 1-logit one (score on both logits)
     assert abs(var_num(0.0) - 2 * var0) < 1e-9 and abs(var_num(float(V)) - 2 * varV) < 1e-9
     assert varV > var0 > varstar
+    evidence.quote("pi(arm 1)", quoted=0.1, measured=float(pi[0]), digits=12)
+    evidence.quote("pi(arm 2)", quoted=0.9, measured=float(pi[1]), digits=12)
+    evidence.quote("variance without a baseline", quoted=0.0576, measured=var0, digits=4)
+    evidence.quote("variance with b = V", quoted=0.2304, measured=varV, digits=4)
     evidence["counterexample"] = {"pi": [0.1, 0.9], "rewards": [1, -1], "V": float(V), "var_no_baseline": var0,
                                   "var_baseline_V": varV, "optimal_baseline": float(bstar.subs(vals)),
                                   "var_optimal_baseline": varstar}

@@ -45,6 +45,9 @@ def test_entropy_term_sign(evidence, device):
     h0 = want
     h_plus, h_minus = train(+1.0), train(-1.0)
     assert h_plus < h0 < h_minus, (h_plus, h0, h_minus)
+    evidence.quote("entropy before", quoted=1.1585, measured=h0, digits=4)
+    evidence.quote("entropy after minimising +c2*H", quoted=1.1524, measured=h_plus, digits=4)
+    evidence.quote("entropy after minimising -c2*H", quoted=1.1646, measured=h_minus, digits=4)
     evidence["entropy_before"] = h0
     evidence["after minimising L_clip + c2*H (catalog's sign)"] = h_plus
     evidence["after minimising L_clip - c2*H (paper's Eq. 9 as a loss)"] = h_minus
@@ -68,11 +71,15 @@ def test_value_loss_forms(evidence, device):
     assert abs(float(P.value_loss(v, v_old, ret, mask, clip=0.2)) - want) < 1e-12
     # counterexample: V != target, yet the clipped value loss has zero gradient
     V = torch.tensor([[0.5]], dtype=torch.float64, requires_grad=True)
+    c = 0.2
     loss = P.value_loss(V, torch.zeros(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64),
-                        torch.ones(1, 1), clip=0.2)
+                        torch.ones(1, 1), clip=c)
     (gV,) = torch.autograd.grad(loss, V)
     loss = loss.detach()
-    assert float(gV) == 0.0 and abs(float(loss) - 0.5 * 0.8**2) < 1e-12
+    assert float(gV) == 0.0
+    evidence.quote("V", quoted=0.5, measured=float(V), digits=1)
+    evidence.quote("value clip c", quoted=0.2, measured=c, digits=1)
+    evidence.quote("clipped value loss", quoted=0.32, measured=float(loss), digits=12)  # 1/2 (0.2 - 1)^2
     evidence["unclipped_equals_half_mse"] = {"loss": got, "mse": mse}
     evidence["counterexample"] = {"V": 0.5, "V_old": 0.0, "target": 1.0, "clip": 0.2,
                                   "clipped_value_loss": float(loss), "dloss_dV": float(gV)}
@@ -260,6 +267,14 @@ def test_logged_stats_clip_frac_and_approx_kl(evidence):
     assert math.isclose(st2["approx_kl"], sum(vals) / len(vals), rel_tol=1e-9)
     assert abs(sum(k1) / len(k1) - st2["approx_kl"]) > 1e-3
     evidence["approx_kl_exact_sample"] = {"approx_kl": st_["approx_kl"], "KL(pi_old||pi)": exact, "k1_mean": k1_mean}
+    # (3) ratio_min / ratio_max are over response tokens only: padding (whatever it holds) cannot show up in the
+    # logs -- checked on batches whose every real ratio is below 1, and above 1, so a padded "1" would be visible
+    for shift in (-2.0, 2.0):
+        noisy = torch.where(mask > 0, lr + shift, torch.full_like(lr, 15.0))
+        _, st3 = P.ppo_clip_loss(noisy, torch.zeros_like(lr), adv, mask)
+        valid_ratios = [math.exp(x + shift) for x, m_ in zip(lr.flatten().tolist(), mask.flatten().tolist()) if m_]
+        assert math.isclose(st3["ratio_max"], max(valid_ratios), rel_tol=1e-12), (shift, st3, max(valid_ratios))
+        assert math.isclose(st3["ratio_min"], min(valid_ratios), rel_tol=1e-12), (shift, st3, min(valid_ratios))
 
 
 @pytest.mark.claim("ppo.loss.aggregation-weights")

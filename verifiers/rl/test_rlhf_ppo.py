@@ -167,11 +167,14 @@ def test_terminal_reward_weight_decays(evidence):
     r[0, -1] = 1.0
     v = torch.zeros_like(r)
     m = torch.ones_like(r)
-    a, _ = gae(r, v, m, 1.0, 0.95)
+    lam = 0.95
+    a, _ = gae(r, v, m, 1.0, lam)
     sym = sp.Rational(95, 100) ** (L - 1)
     assert abs(float(a[0, 0]) / float(sym) - 1) < 1e-9, (float(a[0, 0]), float(sym))
     a1, _ = gae(r, v, m, 1.0, 1.0)
     assert float(a1[0, 0]) == 1.0
+    evidence.quote("lambda", quoted=0.95, measured=lam, digits=2)
+    evidence.quote("first token's direct share of R", quoted=5e-23, measured=float(a[0, 0]), rel=0.15)
     evidence.update(length=L, weight_first_token_lam095=float(a[0, 0]), weight_first_token_lam1=float(a1[0, 0]))
 
 
@@ -210,6 +213,27 @@ def test_log_space_ratio(evidence, device):
 
 def _min_clip_oracle(ratio, adv, eps):
     return min(ratio * adv, min(max(ratio, 1 - eps), 1 + eps) * adv)
+
+
+@pytest.mark.claim("rlhf.ppo.clip-objective", "ppo.clip.code-formula")
+def test_default_epsilon_is_0_2(evidence):
+    """The default clip range, read from behaviour: with no clip argument an A > 0 token keeps its gradient up to
+    ratio 1 + eps and an A < 0 token down to 1 - eps (bisection on the ratio)."""
+
+    def keeps_gradient(ratio: float, adv: float) -> bool:
+        x = torch.tensor([[math.log(ratio)]], dtype=torch.float64, requires_grad=True)
+        ppo_clip_loss(x, torch.zeros(1, 1, dtype=torch.float64), torch.full((1, 1), adv, dtype=torch.float64),
+                      torch.ones(1, 1, dtype=torch.float64))[0].backward()
+        return bool(x.grad[0, 0] != 0)
+
+    def edge(lo, hi, adv):  # keeps_gradient(lo) is True, keeps_gradient(hi) is False
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if keeps_gradient(mid, adv) else (lo, mid)
+        return lo
+
+    evidence.quote("default epsilon (upper edge, A > 0)", quoted=0.2, measured=edge(1.0, 3.0, 1.0) - 1, digits=6)
+    evidence.quote("default epsilon (lower edge, A < 0)", quoted=0.2, measured=1 - edge(1.0, 0.1, -1.0), digits=6)
 
 
 @pytest.mark.claim("rlhf.ppo.clip-objective")
@@ -269,6 +293,10 @@ def test_not_detaching_old_logp_kills_the_gradient(evidence):
     loss_bug = -(ratio * adv).mean()
     (g_bug,) = torch.autograd.grad(loss_bug, theta)
     assert float(g_bug.abs().max()) == 0.0 and float(want.abs().max()) > 0.1
+    # the reference loss guards against it: handed the same non-detached log pi_old, it detaches it itself
+    loss_guard, _ = ppo_clip_loss(logp_of(theta), logp_of(theta), adv[None, :], mask)
+    (g_guard,) = torch.autograd.grad(loss_guard, theta)
+    assert torch.allclose(g_guard, want, atol=1e-12), (g_guard, want)
     evidence["correct_grad"] = [round(x, 6) for x in g_ok.tolist()]
     evidence["grad_without_detach"] = g_bug.tolist()
 
@@ -368,7 +396,7 @@ def test_value_loss_and_entropy(evidence):
 # --------------------------------------------------------------------------- KL placement (nv-12)
 
 
-@pytest.mark.claim("ppo.objective.kl-to-reference")
+@pytest.mark.claim("ppo.objective.kl-to-reference", "pg.grpo.kept-dropped")
 def test_kl_in_reward_vs_naive_k1_in_loss(evidence):
     """Exact expectations over a categorical policy. KL folded into the reward (REINFORCE with reward
     -beta*(log pi - log pi_ref)) gives exactly -beta * grad KL(pi || pi_ref). Putting the k1 sample
@@ -387,8 +415,19 @@ def test_kl_in_reward_vs_naive_k1_in_loss(evidence):
     e_reward = float((g_reward + beta * g_kl).abs().max())
     assert e_reward < 1e-12, (g_reward, g_kl)
     assert float(g_k1_loss.abs().max()) < 1e-12 and float(g_kl.abs().max()) > 1e-2
+    # in the loss the estimator's expected *gradient* is what counts: k2 = (log pi - log pi_ref)^2 / 2 gives
+    # grad KL(pi || pi_ref) exactly; k3 = rho - 1 - log rho (rho = pi_ref / pi) gives grad KL(pi_ref || pi)
+    logp = torch.log_softmax(theta, 0)
+    (g_k2_loss,) = torch.autograd.grad((p * 0.5 * (logp - ref) ** 2).sum(), theta, retain_graph=True)
+    rho = torch.exp(ref - logp)
+    (g_k3_loss,) = torch.autograd.grad((p * (rho - 1 - torch.log(rho))).sum(), theta, retain_graph=True)
+    (g_kl_other,) = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), theta)  # KL(pi_ref || pi)
+    assert float((g_k2_loss - g_kl).abs().max()) < 1e-12, (g_k2_loss, g_kl)
+    assert float((g_k3_loss - g_kl_other).abs().max()) < 1e-12, (g_k3_loss, g_kl_other)
+    assert float((g_k3_loss - g_kl).norm()) > 0.05 * float(g_kl.norm()), (g_k3_loss, g_kl)
     evidence.update(grad_kl=g_kl.tolist(), kl_in_reward_grad=g_reward.tolist(),
-                    k1_in_loss_expected_grad=g_k1_loss.tolist())
+                    k1_in_loss_expected_grad=g_k1_loss.tolist(), k2_in_loss_expected_grad=g_k2_loss.tolist(),
+                    k3_in_loss_expected_grad=g_k3_loss.tolist(), grad_kl_ref_to_pi=g_kl_other.tolist())
 
 
 # --------------------------------------------------------------------------- data parallel (q24-16)

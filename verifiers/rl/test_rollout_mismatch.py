@@ -89,13 +89,15 @@ def test_truncation_and_masking_when_ratios_are_large(evidence):
     """A rollout engine sampling at temperature 0.8 while the trainer scores at 1.0 (a larger mismatch):
     ratios now leave [0.5, 2]; full IS stays exact, TIS and masked IS keep a bias, smaller than none."""
     z, adv, lp_t, _ = _setting(2)
-    lp_r = torch.log_softmax(z / 0.8, -1)
+    t_roll, t_train, lo, hi = 0.8, 1.0, 0.5, 2.0
+    lp_r = torch.log_softmax(z / t_roll, -1)
+    assert torch.allclose(lp_t, torch.log_softmax(z / t_train, -1), atol=1e-12)  # the trainer scores at t_train
     true = _true_grad(z, adv)
     mask = torch.ones(1, V, dtype=F64)
     rho = (lp_t - lp_r).exp()
     out = {}
-    for name, kw in {"uncorrected": None, "IS": dict(upper=None), "TIS C=2": dict(mode="truncate", upper=2.0),
-                     "masked IS [0.5, 2]": dict(mode="mask", lower=0.5, upper=2.0)}.items():
+    for name, kw in {"uncorrected": None, "IS": dict(upper=None), "TIS C=2": dict(mode="truncate", upper=hi),
+                     "masked IS [0.5, 2]": dict(mode="mask", lower=lo, upper=hi)}.items():
         w = torch.ones(V, dtype=F64) if kw is None else rollout_is_weights(lp_t[None], lp_r[None], mask, **kw)[0]
         out[name] = float((_expected_grad(z, adv, lp_r, w) - true).norm() / true.norm())
     p_r = lp_r.exp()
@@ -103,6 +105,9 @@ def test_truncation_and_masking_when_ratios_are_large(evidence):
     assert out_of_band > 0.01
     assert out["IS"] < 1e-12
     assert 1e-6 < out["TIS C=2"] < out["uncorrected"] and 1e-6 < out["masked IS [0.5, 2]"] < out["uncorrected"], out
+    evidence.quote("rollout temperature", quoted=0.8, measured=t_roll, digits=1)
+    evidence.quote("trainer temperature", quoted=1.0, measured=t_train, digits=1)
+    evidence.quote("masked IS lower bound", quoted=0.5, measured=lo, digits=1)
     evidence.quote("uncorrected, temperature 0.8", quoted=0.35, measured=out["uncorrected"], digits=2)
     evidence.quote("TIS C=2, temperature 0.8", quoted=0.0085, measured=out["TIS C=2"], digits=4)
     evidence.quote("masked IS [0.5, 2], temperature 0.8", quoted=0.042, measured=out["masked IS [0.5, 2]"], digits=3)
@@ -118,7 +123,9 @@ def test_top_p_rollout_leaves_a_bias_no_weight_can_fix(evidence):
     p = lp_t.exp()
     order = torch.argsort(p, descending=True)
     keep = torch.zeros(V, dtype=torch.bool)
-    keep[order[: int((p[order].cumsum(0) < 0.9).sum()) + 1]] = True
+    top_p = 0.9
+    keep[order[: int((p[order].cumsum(0) < top_p).sum()) + 1]] = True
+    evidence.quote("top-p", quoted=0.9, measured=top_p, digits=1)
     p_r = torch.where(keep, p, torch.zeros_like(p))
     p_r = p_r / p_r.sum()
     lp_r = torch.where(keep, p_r.log(), torch.full_like(p_r, -1e30))
