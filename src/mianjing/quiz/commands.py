@@ -156,8 +156,14 @@ def kata_start(root: Path, name: str, *, dest: Path, force: bool) -> None:
 
 def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: float, memory_mb: int,
                record: bool) -> None:
-    from .judge import detect_kata, judge, print_result, record_review
+    from . import sandbox
+    from .judge import JudgeOptionError, check_options, detect_kata, judge, print_result, record_review
 
+    try:
+        check_options(timeout, memory_mb)
+    except JudgeOptionError as exc:
+        err.print(f"error: {exc}", markup=False, style="red")
+        raise typer.Exit(2) from None
     lang = check_lang(lang)
     if not file.is_file():
         err.print(f"error: no such file: {file}", markup=False, style="red")
@@ -167,19 +173,29 @@ def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: f
         err.print(f"error: cannot tell which kata {file} is; pass --kata NAME (see `mianjing kata list`)",
                   markup=False, style="red")
         raise typer.Exit(2)
+    store = open_store(db) if record else None  # a store we cannot write is reported before judging
     console.print(f"judging {file} as kata {k.name} (limit {timeout:g} s per property, {memory_mb} MiB)",
                   markup=False, soft_wrap=True)
     try:
         res = judge(root, k, file, timeout=timeout, memory_mb=memory_mb,
+                    on_start=lambda kind: console.print(f"sandbox: {sandbox.describe(kind)}", markup=False,
+                                                        style="dim", soft_wrap=True),
                     on_result=lambda r: print_result(console, r))
+    except JudgeOptionError as exc:
+        err.print(f"error: {exc}", markup=False, style="red")
+        raise typer.Exit(2) from None
     except KeyboardInterrupt:
         console.print("\ninterrupted: the judge was stopped; nothing recorded", markup=False, style="yellow")
         raise typer.Exit(130) from None
     if res.fatal:
         console.print(f"FAILED: {res.fatal}", markup=False, style="bold red")
-    console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red")
-    if record:
-        store = open_store(db)
+        for line in res.fatal_detail.splitlines()[:20]:
+            console.print(f"        {line}", markup=False, soft_wrap=True)
+    if res.attempts:
+        console.print("note: your code tried to reach what the judge keeps to itself: " + "; ".join(res.attempts[:5]),
+                      markup=False, style="yellow", soft_wrap=True)
+    console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red", soft_wrap=True)
+    if store is not None:
         try:
             saved = record_review(root, store, k, res, lang)
             if saved:
