@@ -19,6 +19,8 @@ BENCH_REF = r"^benchmarks/results/[A-Za-z0-9_.-]+\.json$"
 FIGURE_REF = r"^figures/[A-Za-z0-9_/]+\.py::[A-Za-z_][A-Za-z0-9_]*$"
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+# a match term: something to find in an answer, so not empty and not only whitespace
+Term = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
 
 class Strict(BaseModel):
@@ -38,8 +40,8 @@ class Text(Strict):
 class Terms(Strict):
     """Match terms: a key point counts as covered if any term occurs in the answer."""
 
-    zh: list[NonEmpty] = Field(min_length=1)
-    en: list[NonEmpty] = Field(min_length=1)
+    zh: list[Term] = Field(min_length=1)
+    en: list[Term] = Field(min_length=1)
 
     def get(self, lang: str) -> list[str]:
         return self.zh if lang == "zh" else self.en
@@ -160,11 +162,12 @@ class Entry(Strict):
     @field_validator("claims")
     @classmethod
     def _unique_claims(cls, claims: list[Claim]) -> list[Claim]:
-        seen: set[str] = set()
-        for c in claims:
+        seen: dict[str, int] = {}
+        for i, c in enumerate(claims):
             if c.id in seen:
-                raise ValueError(f"claim id {c.id!r} appears twice in this entry")
-            seen.add(c.id)
+                raise ValueError(f"claim id {c.id!r} appears twice in this entry (claims[{seen[c.id]}] and "
+                                 f"claims[{i}])")
+            seen[c.id] = i
         return claims
 
 

@@ -12,7 +12,10 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from ..schema import Entry, KeyPoint
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import Entry, KeyPoint
 
 _SPACE = re.compile(r"\s+")
 

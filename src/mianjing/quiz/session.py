@@ -8,12 +8,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..knowledge import KnowledgeBase
-from ..schema import Entry
+from typing import TYPE_CHECKING
+
 from . import grading, scheduler
 from .select import pick
 from .store import Review, Store, now_utc
 from .ui import LABELS, clock, read_answer, read_rating, t
+
+if TYPE_CHECKING:  # not imported at run time: pydantic is off the quiz's start-up path
+    from ..knowledge import KnowledgeBase
+    from ..schema import Entry
 
 
 @dataclass
@@ -88,12 +92,18 @@ def human_due(due_iso: str) -> str:
 
 
 def ask(console: Console, kb: KnowledgeBase, store: Store, entry: Entry, lang: str, label: str,
-        source: str = "quiz", rate: bool = True, budget: float | None = None) -> Outcome | None:
-    """Ask one question. Returns None when the candidate quits at the rating prompt."""
+        source: str = "quiz", rate: bool = True, budget: float | None = None, full=None) -> Outcome | None:
+    """Ask one question. Returns None when the candidate quits at the rating prompt.
+
+    ``full.result()``: the real knowledge base, when ``kb``/``entry`` come from the start-up index (it is
+    being loaded in the background while the candidate reads and answers)."""
     header(console, entry, lang, label)
     start = time.monotonic()
-    answer = read_answer(console, lang, budget)
+    answer = read_answer(console, lang, budget, on_prompt=full.start if full is not None else None)
     seconds = time.monotonic() - start
+    if full is not None:
+        kb = full.result()
+        entry = kb.entries[entry.id]
     g = grading.grade(entry, answer, lang)
     show_feedback(console, kb, entry, g, lang)
     out = Outcome(entry, answer, g, seconds)
@@ -112,14 +122,14 @@ def ask(console: Console, kb: KnowledgeBase, store: Store, entry: Entry, lang: s
 
 
 def run_quiz(console: Console, kb: KnowledgeBase, store: Store, *, lang: str, topic: str | None,
-             company: str | None, difficulty: int | None, n: int, log: SessionLog) -> None:
+             company: str | None, difficulty: int | None, n: int, log: SessionLog, full=None) -> None:
     queue = pick(kb, store.cards(), now_utc(), topic=topic, company=company, difficulty=difficulty, n=n)
     if not queue:
         console.print(t("nothing", lang), markup=False)
         return
     for i, (entry, is_due) in enumerate(queue, 1):
         label = f"[{i}/{len(queue)}] {t('due' if is_due else 'new', lang)}"
-        out = ask(console, kb, store, entry, lang, label)
+        out = ask(console, kb, store, entry, lang, label, full=full)
         if out is None:
             break
         log.rated += 1

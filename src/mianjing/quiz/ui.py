@@ -99,13 +99,15 @@ def _line_editing() -> None:
             pass
 
 
-def read_answer(console: Console, lang: str, budget: float | None = None) -> str:
+def read_answer(console: Console, lang: str, budget: float | None = None, on_prompt=None) -> str:
     """Lines until an empty line or EOF (Ctrl-D). Ctrl-C propagates (KeyboardInterrupt).
 
     With a ``budget`` (seconds; the mock interview) a clock ticks in the terminal title meanwhile.
     """
     _line_editing()
     console.print(t("answer_prompt", lang), markup=False, style="bold")
+    if on_prompt is not None:
+        on_prompt()
     lines: list[str] = []
     with TitleClock(budget):
         while True:
