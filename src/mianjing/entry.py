@@ -109,9 +109,21 @@ def fast(argv: list[str]) -> bool:
     return False
 
 
+def _ctrl_c_from_now_on() -> None:
+    """scripts/mianjing starts Python with Ctrl-C ignored; from here on it raises KeyboardInterrupt,
+    which main() turns into one line."""
+    import os
+
+    if os.environ.pop("MIANJING_SIGINT_IGNORED", None):
+        import signal
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        _ctrl_c_from_now_on()
         if fast(argv):
             return 0
         from .cli import app
@@ -123,4 +135,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
+    sys.argv[0] = "mianjing"
     sys.exit(main())

@@ -103,9 +103,9 @@ def run(params: float, gpus: int, optimizer_bytes: int = 12, console: Console | 
         fits = [STAGE_LABELS[r.stage] for r in rows if r.gb_per_device <= gpu_memory_gb]
         z3 = next(r for r in rows if r.stage == "zero3")
         if fits:
-            console.print(f"fits a {gpu_memory_gb:g} GB device (model states only): {', '.join(fits)}")
+            console.print(f"fits a {gpu_memory_gb:g} GB device (model states only): {', '.join(fits)}", soft_wrap=True)
         else:
             need = math.ceil(z3.gb_per_device * gpus / gpu_memory_gb)
             console.print(f"does not fit: even ZeRO-3 needs {_fmt_gb(z3.gb_per_device)} GB per device for model "
                           f"states alone, more than {gpu_memory_gb:g} GB; it needs N_d >= {need:,} such devices "
-                          "(before activations)")
+                          "(before activations)", soft_wrap=True)

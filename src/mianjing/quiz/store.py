@@ -134,6 +134,10 @@ class Store:
                              "store there, or pass another file with --db or MIANJING_DB")
         if p.is_file() and not os.access(p, os.R_OK):
             raise StoreError(f"{p} cannot be read (permission denied); pass another file with --db or MIANJING_DB")
+        if p.is_file() and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+            where = p if not os.access(p, os.W_OK) else p.parent
+            raise StoreError(f"the review store {p} cannot be written ({where} is read-only): reviews would be lost; "
+                             "fix its permissions or pass another file with --db or MIANJING_DB")
         if p.is_file() and p.stat().st_size > 0:
             with open(p, "rb") as fh:
                 head = fh.read(16)
@@ -185,7 +189,9 @@ class Store:
                                  f"{_ELSEWHERE}")
         bad = [r[0] for r in con.execute("PRAGMA quick_check(5)")]
         if bad != ["ok"]:
-            raise StoreError(f"{self.path} is damaged (sqlite quick_check: {bad[0]}); {_ELSEWHERE}")
+            first = next((ln for r in bad for ln in str(r).splitlines() if ln.strip() and not ln.startswith("***")),
+                         str(bad[0]))
+            raise StoreError(f"{self.path} is damaged (sqlite quick_check: {first.strip()[:160]}); {_ELSEWHERE}")
         try:
             con.execute("BEGIN IMMEDIATE")
             con.execute("ROLLBACK")
