@@ -37,14 +37,25 @@ class Text(Strict):
         return self.zh if lang == "zh" else self.en
 
 
-class Terms(Strict):
-    """Match terms: a key point counts as covered if any term occurs in the answer."""
+class TermGroup(Strict):
+    """Terms that mean the same thing, in both languages."""
 
     zh: list[Term] = Field(min_length=1)
     en: list[Term] = Field(min_length=1)
 
     def get(self, lang: str) -> list[str]:
         return self.zh if lang == "zh" else self.en
+
+
+class Terms(TermGroup):
+    """Match terms: a key point counts as covered if any term occurs in the answer (found robustly:
+    see ``mianjing/quiz/grading.py``). Optionally, for points that are easy to state backwards:
+    ``near`` groups, one term of each of which must be in the same sentence as the match, and
+    ``opposite`` terms which, nearer to the match than those, mean the answer says the opposite."""
+
+    near: list[TermGroup] = Field(default_factory=list, description="each group must also be in the sentence")
+    opposite: list[TermGroup] = Field(default_factory=list,
+                                      description="nearer to the match than `near`: the point is contradicted")
 
 
 class Verdict(str, Enum):
