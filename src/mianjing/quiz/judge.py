@@ -346,6 +346,7 @@ class Session:
         self._rows: list | None = None
         self._queued: set[int] = set()
         self._pending: list = []
+        self._kinds: dict[type, str | None] = {}
         self.calls = 0
         self.budget = timeout
         self.output = bytearray()
@@ -505,7 +506,12 @@ class Session:
     def _other(self, x) -> dict:
         if isinstance(x, WorkerRef):
             return {"w": x._wid}
-        kind = _field_kind(x, self.fields)
+        tp = type(x)
+        kind = self._kinds.get(tp)
+        if kind is None:
+            kind = _field_kind(x, self.fields)
+            if not hasattr(x, "__dict__"):  # a slots class: the same answer for every instance
+                self._kinds[tp] = kind
         if kind == "remote":
             return {"j": self._jid(x)}
         if kind == "copy":
@@ -534,9 +540,14 @@ class Session:
         self._rows, self._queued, self._pending = [], set(), []
         try:
             out = self.codec.encode(value)
+            enc = self.codec.encode
             while self._pending:
                 jid, node = self._pending.pop()
-                self._rows.append([jid] + [self.codec.encode(getattr(node, f)) for f in self.fields])
+                row = [jid]
+                for f in self.fields:
+                    v = getattr(node, f)
+                    row.append(v if v is None or type(v) is int else enc(v))  # the common case, inline
+                self._rows.append(row)
             return out, self._rows
         finally:
             self._rows = None
