@@ -374,6 +374,7 @@ class Session:
         self.out_fd = self.proc.stdout.fileno()
         os.set_blocking(self.rfd, False)
         os.set_blocking(self.out_fd, False)
+        os.set_blocking(self.wfd, False)  # a worker that stops reading cannot block the judge past its limit
         self.reader = FrameReader()
         self.alive = True
 
