@@ -127,11 +127,11 @@ class WorkerLost(BaseException):
     """The worker is gone or unusable (timeout, death, garbled stream, output cap). A BaseException so
     that hypothesis does not try to shrink with a dead worker: it ends the property at once."""
 
-    def __init__(self, reason: str, detail: str = "", fatal: bool = False):
+    def __init__(self, reason: str, detail: str = "", timed_out: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
-        self.timed_out = fatal
+        self.timed_out = timed_out  # the remaining properties are not run (each would wait as long)
 
 
 class CandidateError(Exception):
@@ -401,12 +401,12 @@ class Session:
             self.tmp.cleanup()
             self.tmp = None
 
-    def lose(self, reason: str, fatal: bool = False) -> WorkerLost:
+    def lose(self, reason: str, timed_out: bool = False) -> WorkerLost:
         tail = self.output_tail()
         if self.proc is not None:
             sandbox.kill(self.proc)
         self.alive = False
-        return WorkerLost(reason, ("your code's last output:\n" + tail) if tail else "", fatal)
+        return WorkerLost(reason, ("your code's last output:\n" + tail) if tail else "", timed_out)
 
     def output_tail(self, lines: int = 15) -> str:
         text = bytes(self.output[-4000:]).decode("utf-8", errors="replace")
@@ -777,8 +777,7 @@ def _load_kata(root: Path, kata: Kata):
     else:
         props = sorted(((n, getattr(mod, n)) for n in dir(mod) if n.startswith("prop_") and callable(getattr(mod, n))),
                        key=lambda nf: nf[1].__code__.co_firstlineno)
-    fields = tuple(getattr(mod, "NODE_FIELDS", DEFAULT_FIELDS))
-    return ref, props, fields
+    return ref, props
 
 
 def _preload(root: Path, kata: Kata) -> list[str]:
@@ -859,7 +858,7 @@ def judge(root: Path, kata: Kata, file: Path, *, timeout: float = 30.0, memory_m
         except OSError as exc:
             res.fatal = f"the judge could not start a worker ({exc})"
             return res
-        ref, props, _ = _load_kata(root, kata)
+        ref, props = _load_kata(root, kata)
         props = [(n, p) for n, p in props if n in names]
         names = [n for n, _ in props]
         try:
