@@ -285,36 +285,34 @@ def level_order_with_depth(root):
     return []
 '''
 
-# BST kata: the pointer-read counter lives in the judge; ask for it (and try to reset it) over the
-# raw channel, then iterate by flattening the whole tree at every call (quadratic work).
+# BST kata: the pointer-read counter lives in the judge; ask it to reset the counter over the raw
+# channel, then iterate with 20 wasted pointer reads per call (over the 16n + 8 bound from n = 2 on).
 PROBE_COUNTER = r'''
 class BSTIterator:
     def __init__(self, root):
-        self.root, self.done = root, 0
+        self.root, self.stack = root, []
         try:
             w = object.__getattribute__(root, "_w")
             jid = object.__getattribute__(root, "_jid")
             w.ask_judge(op="setattr", target=jid, name="counter", v={"d": [["reads", 0], ["writes", 0]]})
         except Exception:
             pass
+        self._left(root)
 
-    def _all(self):
-        out, stack, node = [], [], self.root
-        while stack or node is not None:
-            while node is not None:
-                stack.append(node)
-                node = node.left
-            node = stack.pop()
-            out.append(node.val)
-            node = node.right
-        return out
+    def _left(self, node):
+        while node is not None:
+            self.stack.append(node)
+            node = node.left
 
     def hasNext(self):
-        return self.done < len(self._all())
+        return bool(self.stack)
 
     def next(self):
-        self.done += 1
-        return self._all()[self.done - 1]
+        for _ in range(20):
+            self.root.left  # work the judge counts, whatever this process does to hide it
+        node = self.stack.pop()
+        self._left(node.right)
+        return node.val
 '''
 
 DEEP_RETURN = r'''

@@ -128,8 +128,8 @@ def test_a_tensor_subclass_that_always_compares_equal_is_rejected(tmp_path):
 
 
 def test_the_judge_hands_out_only_node_fields(tmp_path, monkeypatch):
-    """The pointer-read counter lives on the judge's side: asking for it over the raw channel fails,
-    and a quadratic iterator is caught by the work bound however it pokes at the channel."""
+    """The pointer-read counter lives on the judge's side: asking to reset it over the raw channel
+    fails, and wasted reads are caught by the work bound however the code pokes at the channel."""
     monkeypatch.setenv("MIANJING_MAX_EXAMPLES", "5")  # every read is a round trip: keep the trees few
     k = find(CHECKOUT, "BSTIterator")
     res = run(tmp_path, A.PROBE_COUNTER, kata="BSTIterator", only=["prop_amortised_pushes"], timeout=30)
@@ -159,13 +159,11 @@ def test_a_value_nested_too_deep_is_a_reason_not_a_crash(tmp_path):
 ], ids=["timeout", "20GB", "sys.exit", "os._exit", "segfault", "closed-stream", "garbled-stream",
         "1GiB-file", "1GiB-output"])
 def test_every_rejection_names_its_cause(tmp_path, code, cause):
-    t0 = time.monotonic()
-    res = run(tmp_path, code, timeout=2)
+    res = run(tmp_path, code, timeout=2, only=["prop_levels_match_oracle"])
     why = rejected(res)
     assert re.search(cause, why), why
     if "timed out" not in cause:
         assert "timed out" not in why, why
-    assert time.monotonic() - t0 < 60
 
 
 @pytest.mark.parametrize("code, cause", [
@@ -184,7 +182,7 @@ def test_failures_at_import_are_named(tmp_path, code, cause):
 
 def test_children_do_not_outlive_the_judge(tmp_path):
     mark = f"mjk-{uuid.uuid4().hex}"
-    res = run(tmp_path, A.CHILDREN.replace("MARK", mark))
+    res = run(tmp_path, A.CHILDREN.replace("MARK", mark), only=["prop_levels_match_oracle"])
     assert res.ok, res.summary()  # the code itself is right; its children are the problem
     assert gone(mark + "-plain"), "a child of the submission outlived the judge"
     if BWRAP:
@@ -254,7 +252,7 @@ def test_without_bubblewrap_the_fallback_still_refuses_the_checkout_and_network(
     res = run(tmp_path, A.ALLOCATE_20GB, only=["prop_none_root"])
     assert "memory limit exceeded" in rejected(res)
     mark = f"mjk-{uuid.uuid4().hex}"
-    res = run(tmp_path, A.CHILDREN.replace("MARK", mark))
+    res = run(tmp_path, A.CHILDREN.replace("MARK", mark), only=["prop_none_root"])
     assert gone(mark + "-plain"), "a child outlived the judge (process group)"
     for pid in processes_with(mark):  # the fallback cannot catch setsid escapes: clean up after it
         os.kill(pid, signal.SIGKILL)
