@@ -232,7 +232,7 @@ def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: f
         console.print("\ninterrupted: the judge was stopped; nothing recorded", markup=False, style="yellow")
         raise SystemExit(130) from None
     if res.fatal:
-        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red")
+        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red", soft_wrap=True)
         for line in res.fatal_detail.splitlines()[:20]:
             console.print(f"        {line}", markup=False, soft_wrap=True)
     if res.attempts:

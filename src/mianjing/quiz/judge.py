@@ -865,6 +865,8 @@ def judge(root: Path, kata: Kata, file: Path, *, timeout: float = 30.0, memory_m
             loaded = handshake(session)
         except WorkerLost as lost:
             res.sandbox = session.kind
+            if on_start and not lost.reason.startswith("the worker"):
+                on_start(session.kind)
             res.fatal = lost.reason if lost.reason.startswith("the worker") else \
                 f"importing your file failed: {lost.reason}"
             res.fatal_detail = lost.detail

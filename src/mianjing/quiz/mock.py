@@ -213,7 +213,7 @@ def _kata_stage(console, root, store, kata, entry, lang, kata_dir: Path, timeout
         return row
     res = judge(root, kata, path, timeout=timeout, on_result=lambda r: print_result(console, r))
     if res.fatal:
-        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red")
+        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red", soft_wrap=True)
     console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red")
     over = seconds > budget
     console.print(f"⏱ {clock(seconds)} / {clock(budget)}" + ((" 超时" if zh else " over time") if over else ""),
