@@ -541,13 +541,22 @@ class Session:
         self._rows, self._queued, self._pending = [], set(), []
         try:
             out = self.codec.encode(value)
-            enc = self.codec.encode
+            enc, kinds, jids, objs = self.codec.encode, self._kinds, self.jids, self.objs
             while self._pending:
                 jid, node = self._pending.pop()
                 row = [jid]
                 for f in self.fields:
                     v = getattr(node, f)
-                    row.append(v if v is None or type(v) is int else enc(v))  # the common case, inline
+                    if v is None or type(v) is int:  # the common cases, inline: a value, a missing child...
+                        row.append(v)
+                    elif kinds.get(type(v)) == "copy" and objs.get(jids.get(id(v), -1)) is v:
+                        cid = jids[id(v)]  # ... and a child already known
+                        if cid not in self._queued:
+                            self._queued.add(cid)
+                            self._pending.append((cid, v))
+                        row.append({"n": cid})
+                    else:
+                        row.append(enc(v))
                 self._rows.append(row)
             return out, self._rows
         finally:

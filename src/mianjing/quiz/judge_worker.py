@@ -390,10 +390,16 @@ class _Worker:
                 for f in self.fields:
                     object.__setattr__(node, f, None)
                 self.mirror[jid] = node
+        mirror, setattr_, decode = self.mirror, object.__setattr__, self.codec.decode
         for row in table or []:
-            node = self.mirror[row[0]]
+            node = mirror[row[0]]
             for f, v in zip(self.fields, row[1:]):
-                object.__setattr__(node, f, self.codec.decode(v))
+                if v is None or type(v) is int:
+                    setattr_(node, f, v)
+                elif type(v) is dict and "n" in v and len(v) == 1 and v["n"] in mirror:
+                    setattr_(node, f, mirror[v["n"]])
+                else:
+                    setattr_(node, f, decode(v))
 
     def changes(self) -> list:
         out = []
