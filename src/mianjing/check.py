@@ -30,6 +30,7 @@ class CheckResult:
     problems: list[Problem] = field(default_factory=list)
     markers: list[MarkerUse] = field(default_factory=list)
     catalog: Catalog | None = None
+    warnings: list[str] = field(default_factory=list)  # shown, but not problems (exit status unchanged)
 
     @property
     def ok(self) -> bool:
@@ -134,6 +135,11 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
         add(Problem(str(cat_file), exc.line, "(catalog)", exc.message))
     if res.catalog is not None:
         _check_catalog(kb, res.catalog, add)
+    elif catalog_file is not None:
+        add(Problem(str(cat_file), 0, "(catalog)", "no such file (given with --catalog)"))
+    elif not any(p.field == "(catalog)" for p in res.problems):
+        res.warnings.append(f"no catalog at {cat_file}: catalog ids were not checked "
+                            "(pass --catalog FILE or set MIANJING_CATALOG)")
     res.problems.sort()
     return res
 

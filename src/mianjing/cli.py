@@ -39,6 +39,8 @@ def check(
 
     root = _root()
     res = run_check(root, catalog)
+    for w in res.warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     for p in res.problems:
         console.print(str(p), markup=False, highlight=False, soft_wrap=True)
     n_claims = sum(1 for _ in res.kb.claims())
@@ -128,7 +130,8 @@ def verify(
         rec = res.claims[cid]
         msgs = [t.get("message") for t in rec.get("tests", []) if t.get("outcome") == "failed"]
         first = (msgs[0] if msgs else rec.get("message", "")) or ""
-        console.print(f"FAILED {cid}: {first.splitlines()[0] if first else ''}", markup=False, style="red")
+        label = "NOT RUN" if rec["outcome"] == "not-run" else "FAILED"  # as counted in the table above
+        console.print(f"{label} {cid}: {first.splitlines()[0] if first else ''}", markup=False, style="red")
     console.print(f"report: build/verification.json   log: {res.log_path.relative_to(root)}", markup=False)
     if res.problem:
         err.print(f"[red]error:[/red] {res.problem}")
@@ -139,18 +142,26 @@ def verify(
 
 @app.command()
 def zero(
-    params: Annotated[float, typer.Option(help="number of parameters Ψ, e.g. 7e9")],
-    gpus: Annotated[int, typer.Option(min=1, help="data-parallel degree N_d")],
-    optimizer_bytes: Annotated[int, typer.Option(help="optimizer bytes per parameter K (Adam, fp32: 12)")] = 12,
+    params: Annotated[str, typer.Option(help="number of parameters Ψ, e.g. 7e9")],
+    gpus: Annotated[str, typer.Option(help="data-parallel degree N_d")],
+    optimizer_bytes: Annotated[str, typer.Option(help="optimizer bytes per parameter K (Adam, fp32: 12)")] = "12",
+    gpu_memory_gb: Annotated[Optional[str], typer.Option(help="say which stages fit a device of this many GB")] = None,
 ) -> None:
     """Per-GPU model-state memory and communication for DP and ZeRO-1/2/3."""
     try:
-        from .zero_cli import run as run_zero
+        from .zero_cli import ZeroInputError, parse_number, run as run_zero
     except ImportError:
         err.print("[red]error:[/red] the ZeRO calculator is not installed in this checkout")
         raise typer.Exit(2) from None
-    _root_on_path()
-    run_zero(params=params, gpus=gpus, optimizer_bytes=optimizer_bytes)
+    try:
+        values = dict(params=parse_number("--params", params), gpus=parse_number("--gpus", gpus, integer=True),
+                      optimizer_bytes=parse_number("--optimizer-bytes", optimizer_bytes, integer=True),
+                      gpu_memory_gb=None if gpu_memory_gb is None else parse_number("--gpu-memory-gb", gpu_memory_gb))
+        _root_on_path()
+        run_zero(**values)
+    except ZeroInputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()

@@ -71,7 +71,13 @@ def load(root: Path) -> LoadResult:
                     result.unvalidated_claim_ids.add(c["id"])
             for err in exc.errors():
                 loc = _schema_loc(err["loc"])
-                result.problems.append(Problem(rel, doc.line_of(loc), loc_text(loc), _message(err)))
+                msg = _message(err)
+                if err.get("type") == "string_pattern_mismatch" and "\\S" in str(err.get("ctx", {}).get("pattern")):
+                    msg = "a match term must not be empty or only whitespace"
+                dup = re.search(r"and claims\[(\d+)\]\)$", msg)
+                if loc == ("claims",) and dup:  # report the duplicate at its own line
+                    loc = ("claims", int(dup.group(1)), "id")
+                result.problems.append(Problem(rel, doc.line_of(loc), loc_text(loc), msg))
             continue
         if entry.id in result.kb.entries:
             first = result.kb.sources[entry.id].path

@@ -31,6 +31,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--mianjing-report", default=None, help="write per-claim outcomes (JSON) here")
     g.addoption("--mianjing-claims", default=None, help="comma-separated claim ids: run only their verifiers")
     g.addoption("--mianjing-progress", action="store_true", help="print one machine-readable line per test")
+    g.addoption("--mianjing-partial", default=None,
+                help="append each test's record here as it finishes (JSON lines), so a verifier that kills "
+                     "the interpreter cannot erase what ran before it")
+
+
+def _partial(config, **line) -> None:
+    path = config.getoption("--mianjing-partial") if config is not None else None
+    if not path or hasattr(config, "workerinput"):
+        return
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    config = _CONFIG.get("config")
+    if config is not None and config.getoption("--mianjing-partial") and not hasattr(config, "workerinput"):
+        claims = _CONFIG.get("claims", {}).get(nodeid, [])
+        _partial(config, start=nodeid, claims=claims, where=[location[0], (location[1] or 0) + 1, location[2]])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,6 +66,11 @@ def claim_ids(item: pytest.Item) -> list[str]:
             if arg not in ids:
                 ids.append(arg)
     return ids
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _CONFIG["claims"] = {item.nodeid: claim_ids(item) for item in session.items}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -164,6 +189,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.skipped and rec["outcome"] != "failed":
         rec["outcome"] = "skipped"
         rec["message"] = _message(report)
+    if report.when == "teardown":
+        _partial(config, done=rec)
     if report.when == "teardown" and config.getoption("--mianjing-progress"):
         print(f"\nMJ-PROGRESS {rec['outcome']} {report.nodeid}", flush=True)
 

@@ -19,6 +19,8 @@ BENCH_REF = r"^benchmarks/results/[A-Za-z0-9_.-]+\.json$"
 FIGURE_REF = r"^figures/[A-Za-z0-9_/]+\.py::[A-Za-z_][A-Za-z0-9_]*$"
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+# a match term: something to find in an answer, so not empty and not only whitespace
+Term = Annotated[str, Field(min_length=1, pattern=r"\S")]
 
 
 class Strict(BaseModel):
@@ -35,14 +37,25 @@ class Text(Strict):
         return self.zh if lang == "zh" else self.en
 
 
-class Terms(Strict):
-    """Match terms: a key point counts as covered if any term occurs in the answer."""
+class TermGroup(Strict):
+    """Terms that mean the same thing, in both languages."""
 
-    zh: list[NonEmpty] = Field(min_length=1)
-    en: list[NonEmpty] = Field(min_length=1)
+    zh: list[Term] = Field(min_length=1)
+    en: list[Term] = Field(min_length=1)
 
     def get(self, lang: str) -> list[str]:
         return self.zh if lang == "zh" else self.en
+
+
+class Terms(TermGroup):
+    """Match terms: a key point counts as covered if any term occurs in the answer (found robustly:
+    see ``mianjing/quiz/grading.py``). Optionally, for points that are easy to state backwards:
+    ``near`` groups, one term of each of which must be in the same sentence as the match, and
+    ``opposite`` terms which, nearer to the match than those, mean the answer says the opposite."""
+
+    near: list[TermGroup] = Field(default_factory=list, description="each group must also be in the sentence")
+    opposite: list[TermGroup] = Field(default_factory=list,
+                                      description="nearer to the match than `near`: the point is contradicted")
 
 
 class Verdict(str, Enum):
@@ -166,11 +179,12 @@ class Entry(Strict):
     @field_validator("claims")
     @classmethod
     def _unique_claims(cls, claims: list[Claim]) -> list[Claim]:
-        seen: set[str] = set()
-        for c in claims:
+        seen: dict[str, int] = {}
+        for i, c in enumerate(claims):
             if c.id in seen:
-                raise ValueError(f"claim id {c.id!r} appears twice in this entry")
-            seen.add(c.id)
+                raise ValueError(f"claim id {c.id!r} appears twice in this entry (claims[{seen[c.id]}] and "
+                                 f"claims[{i}])")
+            seen[c.id] = i
         return claims
 
 

@@ -55,13 +55,54 @@ def git_commit(root: Path) -> tuple[str | None, bool]:
 def pytest_command(root: Path, out: Path, claim_ids: set[str] | None, jobs: int, timeout: int,
                    extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "verifiers", "-q", "-p", "no:cacheprovider",
-           f"--mianjing-report={out}", "--mianjing-progress", f"--timeout={timeout}", "-rN",
-           "--no-header", "--tb=short"]
+           f"--mianjing-report={out}", f"--mianjing-partial={out}.partial", "--mianjing-progress",
+           f"--timeout={timeout}", "-rN", "--no-header", "--tb=short"]
     if claim_ids is not None:
         cmd.append("--mianjing-claims=" + ",".join(sorted(claim_ids)))
     if jobs > 1:
         cmd += ["-n", str(jobs)]
     return cmd + list(extra)
+
+
+def _status(rc: int) -> str:
+    if rc < 0:
+        import signal
+
+        try:
+            return f"signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit status {rc}"
+
+
+def _from_partial(path: Path, rc: int) -> dict | None:
+    """Results rebuilt from the per-test lines when pytest died before writing its report: the tests
+    that finished keep their outcome and evidence; the one that was running when it died failed."""
+    if not path.is_file():
+        return None
+    from .plugin import group_by_claim
+
+    tests: dict[str, dict] = {}
+    running = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue  # the last line may be cut short by the crash
+        if "start" in ev:
+            running = ev
+        elif "done" in ev:
+            tests[ev["done"]["nodeid"]] = ev["done"]
+            if running and running["start"] == ev["done"]["nodeid"]:
+                running = None
+    crashed = None
+    if running is not None:
+        crashed = running["start"]
+        file, line, name = (running.get("where") or [None, None, None])[:3]
+        tests[crashed] = {"nodeid": crashed, "claims": running.get("claims", []), "file": file, "line": line,
+                          "function": name, "outcome": "failed", "duration": 0.0, "evidence": {},
+                          "message": f"the interpreter died while this test ran ({_status(rc)})"}
+    return {"claims": group_by_claim(tests), "environment": {}, "tests": list(tests.values()), "crashed": crashed}
 
 
 def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device: str = "auto",
@@ -97,10 +138,16 @@ def run(root: Path, kb: KnowledgeBase, claim_ids: set[str] | None = None, device
             proc.wait()
         result.exitstatus = proc.returncode
         child = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
+        if child is None:
+            child = _from_partial(Path(f"{out}.partial"), proc.returncode)
     result.wall = time.time() - started
     if child is None:
         result.problem = f"pytest exited with status {proc.returncode} before writing results; see {log_path}"
         child = {"claims": {}, "environment": {}}
+    elif child.get("crashed"):
+        result.problem = (f"the verifiers' interpreter died ({_status(proc.returncode)}) while running "
+                          f"{child['crashed']}; the results of the tests that finished before it are kept; "
+                          f"see {log_path}")
     elif proc.returncode not in (0, 1, 5):
         result.problem = f"pytest exited with status {proc.returncode}; see {log_path}"
 

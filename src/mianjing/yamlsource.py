@@ -71,13 +71,31 @@ def _build(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> object:
     return _scalars.construct_object(node)
 
 
+def _refuse_anchors(text: str) -> None:
+    """Anchors and aliases (``&a`` / ``*a``) are refused: nine lines of nested aliases expand to
+    billions of nodes (an alias bomb), and an entry never needs them. Scans the parser's events."""
+    if "&" not in text and "*" not in text:
+        return
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
+            raise YamlError(ev.start_mark.line + 1, "anchors and aliases (&name, *name) are not allowed; "
+                                                     "write the value out")
+
+
 def read_yaml(path: Path) -> YamlDocument:
     """Parse one YAML document; raise :class:`YamlError` with a line on any problem."""
+    raw = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise YamlError(1, f"not UTF-8 text ({exc.reason})") from None
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise YamlError(line, f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column} "
+                              f"({exc.reason})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
     try:
+        _refuse_anchors(text)
         root = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

@@ -1,6 +1,37 @@
 """Candidate solutions for the judge tests: correct ones and the typical wrong ones."""
 
-GAE_REFERENCE = "from impls.rl.gae import gae  # noqa: F401  (the reference itself must be accepted)\n"
+# A correct GAE written out (importing the reference from impls/ is refused: tests/quiz/attacks.py).
+GAE_OK = '''
+import torch
+
+def gae(rewards, values, mask, gamma, lam):
+    r, v, m = rewards.double(), values.double(), mask.double()
+    B, T = r.shape
+    adv = torch.zeros_like(r)
+    last = torch.zeros(B, dtype=r.dtype)
+    for t in reversed(range(T)):
+        nv = v[:, t + 1] * m[:, t + 1] if t + 1 < T else torch.zeros(B, dtype=r.dtype)
+        delta = (r[:, t] + gamma * nv - v[:, t]) * m[:, t]
+        last = (delta + gamma * lam * last) * m[:, t]
+        adv[:, t] = last
+    return adv, (adv + v) * m
+'''
+
+# A correct PPO clip loss (token mean over the mask); its gradient travels back through the judge.
+PPO_OK = '''
+import torch
+
+def ppo_clip_loss(logp, logp_old, advantages, mask, clip_low=0.2, clip_high=None, dual_clip=None,
+                  agg="token-mean"):
+    clip_high = clip_low if clip_high is None else clip_high
+    ratio = torch.exp(logp.double() - logp_old.double().detach())
+    clipped = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    a = advantages.double()
+    m = mask.double()
+    per = -torch.minimum(ratio * a, clipped * a)
+    per = torch.where(m > 0, per, torch.zeros_like(per))
+    return (per * m).sum() / m.sum().clamp(min=1), {"clipfrac": 0.0}
+'''
 
 # Off-by-one bootstrap: bootstraps from V_{t+1} even at the last response token.
 GAE_OFF_BY_ONE = '''
@@ -105,6 +136,37 @@ class BSTIterator:
         self.i += 1
         return self.items[self.i - 1]
 '''
+
+# Morris threading: O(1) memory, rewires the tree while it runs and restores it by the end.
+BST_MORRIS = '''
+class BSTIterator:
+    def __init__(self, root):
+        self._cur = root
+
+    def hasNext(self):
+        return self._cur is not None
+
+    def next(self):
+        cur = self._cur
+        while cur is not None:
+            left = cur.left
+            if left is None:
+                self._cur = cur.right
+                return cur.val
+            pred, nxt = left, left.right
+            while nxt is not None and nxt is not cur:
+                pred, nxt = nxt, nxt.right
+            if nxt is None:
+                pred.right = cur
+                cur = left
+            else:
+                pred.right = None
+                self._cur = cur.right
+                return cur.val
+'''
+
+# Morris that forgets to remove its threads: the right order, but the tree is left rewired.
+BST_MORRIS_NO_RESTORE = BST_MORRIS.replace("                pred.right = None\n", "")
 
 LEVEL_ORDER_OK = '''
 def level_order_with_depth(root, stats=None):

@@ -42,6 +42,8 @@ def test_chinese_session_rates_stores_and_reschedules(tmp_path):
     c.expect(r"✓ \[已覆盖\] λ 在偏差和方差之间权衡")
     c.expect(r"✗ \[遗漏\] 最后一个 token 之后不再 bootstrap")
     c.expect("追问: PPO 为什么要裁剪？")
+    c.expect("points> ")
+    c.sendline("")  # keep the grader's ticks
     c.expect(r"回车 = 建议值 3 Good")
     c.expect("rating> ")
     c.sendline("")  # accept the suggestion
@@ -51,6 +53,8 @@ def test_chinese_session_rates_stores_and_reschedules(tmp_path):
     c.sendline("限制更新幅度，A>0 时只有上界 1+ε 起作用")
     c.sendline("")
     c.expect(r"要点 \(2/2\)")
+    c.expect("points> ")
+    c.sendline("")
     c.expect("rating> ")
     c.sendline("4")
     c.expect("本轮结束：已评分 2 题。")
@@ -86,6 +90,8 @@ def test_english_session_ctrl_d_ends_the_answer_and_stats_show_it(tmp_path):
     c.expect(r"Key points \(1/2\)")
     c.expect(r"✓ \[covered\] ZeRO-1 shards optimizer states")
     c.expect(r"✗ \[missed\] ZeRO-3 shards parameters")
+    c.expect("points> ")
+    c.sendline("")
     c.expect("suggested 2 Hard")
     c.expect("rating> ")
     c.sendline("again")
@@ -108,6 +114,8 @@ def test_ctrl_c_mid_session_keeps_the_earlier_review(tmp_path):
     c.expect("What is GAE?")
     c.expect("Your answer")
     c.sendline("bias and variance")
+    c.sendline("")
+    c.expect("points> ")
     c.sendline("")
     c.expect("rating> ")
     c.sendline("3")
@@ -139,13 +147,63 @@ def test_a_corrupt_store_gives_a_clear_message_and_is_not_touched(tmp_path):
 
 
 def test_quiz_start_up_imports_no_torch_hypothesis_or_mkdocs(tmp_path):
+    """Up to the first question: no torch, hypothesis, mkdocs, numpy; and once the knowledge-base
+    index exists (after the first run), not even pydantic, yaml or typer (the full load and the
+    grader's dictionaries come in a background thread while the candidate types)."""
     root = mini_kb(tmp_path)
     env = cli_env(root, tmp_path)
-    code = ("import sys; sys.argv = ['mianjing', 'quiz', '--lang', 'en', '-n', '1']\n"
-            "from mianjing.cli import app\napp()\n")
+    first = subprocess.run([MIANJING, "quiz", "--lang", "en", "-n", "1"], env=env, capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+    assert "What does each ZeRO stage shard?" in first.stdout and (root / "build" / "quiz-index.json").is_file()
+    code = ("import builtins\nfrom mianjing.quiz import kbindex\nkbindex.Background.start = lambda self: None\n"
+            "def stop(*a):\n    raise SystemExit(0)\nbuiltins.input = stop\n"
+            "from mianjing.entry import main\nmain(['quiz', '--lang', 'en', '-n', '1'])\n")
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=env, capture_output=True, text=True,
                          timeout=60, stdin=subprocess.DEVNULL)
     assert "What does each ZeRO stage shard?" in out.stdout  # it did get to the first question
     imported = {m.group(1).split(".")[0] for m in re.finditer(r"^import time:.*\|\s+(\S+)\s*$", out.stderr, re.M)}
-    assert "pydantic" in imported  # the breakdown was really parsed
-    assert not imported & {"torch", "hypothesis", "mkdocs", "numpy"}
+    assert "rich" in imported and "sqlite3" in imported  # the breakdown was really parsed
+    assert not imported & {"torch", "hypothesis", "mkdocs", "numpy", "pydantic", "yaml", "typer", "jieba"}, (
+        imported & {"torch", "hypothesis", "mkdocs", "numpy", "pydantic", "yaml", "typer", "jieba"})
+
+
+def test_the_candidate_overrides_the_ticks_and_the_suggestion_follows(tmp_path):
+    root = mini_kb(tmp_path)
+    env = cli_env(root, tmp_path)
+    c = spawn(["quiz", "--lang", "en", "--company", "baidu", "--difficulty", "3"], env)
+    c.expect("What does each ZeRO stage shard?")
+    c.expect("Your answer")
+    c.sendline("Stage one shards the optimizer state; stage three shards the parameters themselves.")
+    c.sendline("")
+    c.expect(r"Key points \(\d/2\)")
+    c.expect("points> ")
+    c.sendline("n")  # "I did not really say either"
+    c.expect(r"1✗  2✗   your ticks: 0/2 key points")
+    c.expect("points> ")
+    c.sendline("1")
+    c.expect(r"1✓  2✗   your ticks: 1/2 key points")
+    c.expect("points> ")
+    c.sendline("")
+    c.expect("suggested 2 Hard")  # follows the ticks: 1/2
+    c.expect("rating> ")
+    c.sendline("")
+    c.expect("Session over: 1 question")
+    c.expect(pexpect.EOF)
+    got = rows(env["MIANJING_DB"], "SELECT rating, suggested, covered, missed FROM reviews")
+    assert got == [(2, 2, '["ZeRO-1 shards optimizer states"]', '["ZeRO-3 shards parameters"]')]
+
+
+def test_maths_is_shown_as_text_not_latex(tmp_path):
+    root = mini_kb(tmp_path)
+    path = root / "qa" / "rl" / "gae-basics.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        'question: {zh: "GAE 是什么？", en: "What is GAE?"}',
+        'question: {zh: "GAE 是什么？", en: "What is $\\\\hat{A}_t = \\\\sum_l (\\\\gamma\\\\lambda)^l \\\\delta_{t+l}$?"}'),
+        encoding="utf-8")
+    env = cli_env(root, tmp_path)
+    c = spawn(["quiz", "--lang", "en", "--topic", "rl/gae"], env)
+    c.expect("Your answer")
+    shown = c.before
+    c.close(force=True)
+    assert "What is Âₜ = Σₗ (γλ)^l δₜ₊ₗ?" in shown, shown
+    assert "$" not in shown and "\\" not in shown

@@ -1,11 +1,19 @@
 """Kata properties for a BST iterator class (LeetCode 173): ``impl(root)`` with
 ``next()`` and ``hasNext()``.
 
+What the kata asks: the keys in ascending order, ``hasNext()`` without side effects,
+O(n) work for a full traversal (amortised O(1) per call), and the tree as it was at
+the end. Every design the entry calls valid passes: the stack of left spines
+(O(h) memory), flattening in the constructor (O(n) memory, worst-case O(1) calls)
+and Morris threading (O(1) memory). The O(h)-memory follow-up of LeetCode 173 is
+``prop_lazy_constructor``, kept out of ``ALL``: the verifiers use it to tell the
+designs apart, the kata does not demand it.
+
 Each ``prop_*(impl)`` raises ``AssertionError`` naming the insertion order of the
 keys (or the tree), the expected and the observed behaviour. The order oracle is
 ``sorted(keys)``; work is measured by counting ``left``/``right`` pointer reads
 on an instrumented copy of the tree, so no access to the iterator's internals is
-needed.
+needed (in the judge those reads are served, and counted, on the judge's side).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from verifiers.coding.strategies import bst_keys, counting_copy, describe
 
 READS_PER_NODE = 16  # full traversal: at most 16n + 8 child-pointer reads (stack: 2n; Morris: 5n to 11n depending on style)
 SPINE_READS = 2  # a lazy constructor reads at most 2h + 2 pointers (stack: h)
-LONG_CHAIN = 400
+LONG_CHAIN = 200  # a quadratic iterator reads ~n^2/2 = 20000 pointers here, 6x the bound
 
 
 def _drain(it, limit: int) -> list:
@@ -116,7 +124,8 @@ def prop_tree_unchanged(impl) -> None:
 
 def prop_lazy_constructor(impl) -> None:
     """The constructor does O(h) work, not O(n): at most ``2h + 2`` pointer reads
-    (the O(h)-memory follow-up of LeetCode 173; a flatten-in-constructor iterator fails it)."""
+    (the O(h)-memory follow-up of LeetCode 173; a flatten-in-constructor iterator fails it).
+    Not in ``ALL``: flattening is a valid trade-off, so the kata accepts it."""
 
     @settings(deadline=None)
     @given(bst_keys())
@@ -140,7 +149,6 @@ ALL = [
     prop_has_next_consistency,
     prop_amortised_pushes,
     prop_tree_unchanged,
-    prop_lazy_constructor,
 ]
 
-__all__ = [p.__name__ for p in ALL] + ["ALL"]
+__all__ = [p.__name__ for p in ALL] + ["ALL", "prop_lazy_constructor"]

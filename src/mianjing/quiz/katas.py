@@ -45,6 +45,18 @@ class Kata:
                     order = named
         return [(n, " ".join((ast.get_docstring(funcs[n]) or "").split())) for n in order]
 
+    def node_fields(self, root: Path) -> tuple[str, ...] | None:
+        """``NODE_FIELDS = ("val", "left", "right")`` in the property module, if it sets one."""
+        tree = ast.parse((root / self.props_path).read_text(encoding="utf-8"))
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NODE_FIELDS"
+                                                     for t in node.targets)
+                    and isinstance(node.value, (ast.List, ast.Tuple))):
+                names = [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                if names:
+                    return tuple(names)
+        return None
+
 
 REGISTRY: tuple[Kata, ...] = (
     Kata("gae", "impls/rl/gae.py", "gae", "verifiers/katas/gae.py", "ppo-loss-and-gae-lambda"),
@@ -117,8 +129,20 @@ def _def_stub(lines: list[str], node: ast.FunctionDef, indent: str = "") -> list
     return out
 
 
-_KEEP_IMPORT_PREFIXES = ("import torch", "from torch", "from typing", "from collections", "import math",
-                         "from impls.coding.trees import")
+_KEEP_IMPORT_PREFIXES = ("import torch", "from torch", "from typing", "from collections", "import math")
+
+# The judge runs the candidate's file alone (impls/ is not there), so a tree kata's stub defines the
+# node type it is given instead of importing ours.
+_TREE_NODE = '''
+
+class TreeNode:
+    """What the judge passes in: a binary-tree node with the LeetCode fields."""
+
+    def __init__(self, val=0, left=None, right=None):
+        self.val = val
+        self.left = left
+        self.right = right'''
+
 
 
 def stub(root: Path, kata: Kata) -> str:
@@ -141,7 +165,7 @@ def stub(root: Path, kata: Kata) -> str:
             if text.startswith(_KEEP_IMPORT_PREFIXES):
                 imports.append(text)
     if "from impls.coding.trees import" in src:
-        imports.append("# TreeNode has the LeetCode fields .val, .left, .right")
+        imports.append(_TREE_NODE)
     body: list[str] = ["", ""]
     if isinstance(node, ast.FunctionDef):
         body += _def_stub(lines, node)

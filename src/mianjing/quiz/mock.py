@@ -12,6 +12,7 @@ printed, written as markdown (``--out`` or the user data directory) and kept in 
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -82,7 +83,7 @@ def _input(prompt: str) -> str:
 
 
 def run_mock(console: Console, root: Path, kb: KnowledgeBase, store: Store, *, lang: str, minutes: int,
-             company: str | None, out: Path | None, kata_dir: Path, timeout: float) -> Path:
+             company: str | None, out: Path | None, kata_dir: Path, timeout: float) -> Path | None:
     zh = lang == "zh"
     stages = plan(kb, store, company)
     kata, kata_entry = pick_kata(root, kb, company)
@@ -114,17 +115,65 @@ def run_mock(console: Console, root: Path, kb: KnowledgeBase, store: Store, *, l
     total = time.monotonic() - round_start
     report = build_report(rows, lang, minutes, total, company)
     path = out or _default_report_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(report, encoding="utf-8")
-    tmp.replace(path)
-    store.save_mock_report({"minutes": minutes, "company": company, "lang": lang, "seconds": round(total, 1),
-                            "questions": rows}, str(path))
+    # The store first: whatever happens to the file, the report is kept.
+    report_id = store.save_mock_report({"minutes": minutes, "company": company, "lang": lang,
+                                        "seconds": round(total, 1), "questions": rows, "markdown": report}, str(path))
     console.rule("报告" if zh else "Report", style="bold")
     console.print(Markdown(report))
+    problem = write_report(path, report)
+    if problem:
+        console.print((f"报告文件写入失败（{problem}）；报告已保存在复习库 {store.path}（mock_reports 第 {report_id} 条）"
+                       if zh else f"could not write the report to {path} ({problem}); it is kept in the review "
+                                  f"store {store.path} (table mock_reports, id {report_id})"),
+                      markup=False, style="bold red", soft_wrap=True)
+        return None
     console.print(("报告已保存：" if zh else "report saved: ") + str(path), markup=False, style="bold",
                   soft_wrap=True)
     return path
+
+
+def check_report_path(path: Path) -> str | None:
+    """Why ``path`` cannot take the report, found before the round starts (None: it can)."""
+    if path.is_dir():
+        return f"{path} is a folder; name a file, e.g. {path / 'mock-report.md'}"
+    parent = path.parent
+    if not parent.exists():
+        return f"no such folder {parent}"
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".mianjing-probe-", delete=True):
+            pass
+    except OSError as exc:
+        return f"cannot write in {parent} ({exc.strerror or exc})"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{path} is not writable"
+    return None
+
+
+def write_report(path: Path, text: str) -> str | None:
+    """Write atomically (a temporary file in the same folder, then rename); on failure remove the
+    temporary file and return the reason."""
+    import tempfile
+
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+        tmp = None
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def _default_report_path() -> Path:
@@ -164,7 +213,7 @@ def _kata_stage(console, root, store, kata, entry, lang, kata_dir: Path, timeout
         return row
     res = judge(root, kata, path, timeout=timeout, on_result=lambda r: print_result(console, r))
     if res.fatal:
-        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red")
+        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red", soft_wrap=True)
     console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red")
     over = seconds > budget
     console.print(f"⏱ {clock(seconds)} / {clock(budget)}" + ((" 超时" if zh else " over time") if over else ""),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..knowledge import KnowledgeBase
-from ..schema import Entry
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..knowledge import KnowledgeBase
+    from ..schema import Entry
 
 
 def matches(entry: Entry, topic: str | None, company: str | None, difficulty: int | None) -> bool:

@@ -89,11 +89,26 @@ class Review:
     lang: str | None = None
 
 
+TABLES = {"meta": {"key", "value"},
+          "cards": {"entry_id", "card_id", "card", "due", "updated_at"},
+          "reviews": {"id", "entry_id", "card_id", "topic", "rating", "suggested", "reviewed_at", "duration_s", "lang",
+                      "source", "covered", "missed"},
+          "mock_reports": {"id", "created_at", "path", "report"}}
+_ELSEWHERE = "it was left untouched; pass another file with --db or MIANJING_DB"
+
+
 class Store:
+    """Opening checks everything a session will need -- the folder, the file, its tables, that it
+    can be written -- so a problem is reported before the first question, never after an answer."""
+
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path).expanduser() if path else default_path()
         self._check_file()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder {self.path.parent} for the review store "
+                             f"({exc.strerror or exc}); pass another file with --db or MIANJING_DB") from None
         try:
             self.con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
         except sqlite3.Error as exc:
@@ -101,16 +116,28 @@ class Store:
         try:
             self.con.execute("PRAGMA busy_timeout = 10000")
             self._prepare()
+            self._check_usable()
         except sqlite3.DatabaseError as exc:
             self.con.close()
-            raise StoreError(f"{self.path} is not a usable mianjing review store ({exc}); "
-                             "it was left untouched; pass another file with --db or MIANJING_DB") from None
+            raise StoreError(f"{self.path} is not a usable mianjing review store ({exc}); {_ELSEWHERE}") from None
+        except StoreError:
+            self.con.close()
+            raise
 
     # -- opening -----------------------------------------------------------------------------
     def _check_file(self) -> None:
         p = self.path
         if p.exists() and not p.is_file():
             raise StoreError(f"{p} is not a file; pass a file path with --db or MIANJING_DB")
+        if p.is_file() and p.stat().st_size == 0:
+            raise StoreError(f"{p} is an empty file (0 bytes), not a review store; delete it to start a new "
+                             "store there, or pass another file with --db or MIANJING_DB")
+        if p.is_file() and not os.access(p, os.R_OK):
+            raise StoreError(f"{p} cannot be read (permission denied); pass another file with --db or MIANJING_DB")
+        if p.is_file() and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+            where = p if not os.access(p, os.W_OK) else p.parent
+            raise StoreError(f"the review store {p} cannot be written ({where} is read-only): reviews would be lost; "
+                             "fix its permissions or pass another file with --db or MIANJING_DB")
         if p.is_file() and p.stat().st_size > 0:
             with open(p, "rb") as fh:
                 head = fh.read(16)
@@ -133,6 +160,8 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
             tables = {"meta"}
+        if "meta" not in tables and tables <= {"sqlite_sequence"}:
+            raise StoreError(f"{self.path} has no tables (damaged?); {_ELSEWHERE}")
         if "meta" not in tables:
             raise StoreError(f"{self.path} is a SQLite database of some other program (no mianjing tables); "
                              "it was left untouched; pass another file with --db or MIANJING_DB")
@@ -147,6 +176,30 @@ class Store:
         if version < SCHEMA_VERSION:
             self._migrate(version)
         con.execute("PRAGMA journal_mode = WAL")
+
+    def _check_usable(self) -> None:
+        """Every table and column present, the pages sound, and a write possible."""
+        con = self.con
+        for table, cols in TABLES.items():
+            have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            if not have:
+                raise StoreError(f"{self.path} has no `{table}` table (damaged, or edited by hand); {_ELSEWHERE}")
+            if cols - have:
+                raise StoreError(f"{self.path}: table `{table}` lacks column(s) {', '.join(sorted(cols - have))}; "
+                                 f"{_ELSEWHERE}")
+        bad = [r[0] for r in con.execute("PRAGMA quick_check(5)")]
+        if bad != ["ok"]:
+            first = next((ln for r in bad for ln in str(r).splitlines() if ln.strip() and not ln.startswith("***")),
+                         str(bad[0]))
+            raise StoreError(f"{self.path} is damaged (sqlite quick_check: {first.strip()[:160]}); {_ELSEWHERE}")
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return  # another quiz is writing now; the busy timeout covers it when we write
+            raise StoreError(f"the review store {self.path} cannot be written ({exc}): reviews would be lost; "
+                             "fix its permissions or pass another file with --db or MIANJING_DB") from None
 
     def _migrate(self, version: int) -> None:
         con = self.con
@@ -225,13 +278,15 @@ class Store:
         return [Review(e, t, r, at, s, json.loads(c), json.loads(m), d, sg, lg)
                 for e, t, r, at, s, c, m, d, sg, lg in self.con.execute(q, args)]
 
-    def save_mock_report(self, report: dict, path: str | None) -> None:
+    def save_mock_report(self, report: dict, path: str | None) -> int:
+        """Keep a mock report (its JSON, and the markdown under ``report["markdown"]``); returns its id."""
         con = self.con
         con.execute("BEGIN IMMEDIATE")
         try:
-            con.execute("INSERT INTO mock_reports (created_at, path, report) VALUES (?, ?, ?)",
-                        (now_utc().isoformat(), path, json.dumps(report, ensure_ascii=False)))
+            cur = con.execute("INSERT INTO mock_reports (created_at, path, report) VALUES (?, ?, ?)",
+                              (now_utc().isoformat(), path, json.dumps(report, ensure_ascii=False)))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        return int(cur.lastrowid)

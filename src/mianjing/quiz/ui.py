@@ -24,6 +24,12 @@ T = {
     "covered": {"zh": "已覆盖", "en": "covered"},
     "missed": {"zh": "遗漏", "en": "missed"},
     "follow_up": {"zh": "追问", "en": "Follow-up"},
+    "ticks": {"zh": "回车 = 确认这些勾选；输入编号切换勾选（如 2 3），a 全选，n 全不选",
+              "en": "Enter keeps these ticks; type numbers to toggle them (e.g. 2 3), a = all, n = none"},
+    "ticked": {"zh": "你的勾选：{c}/{n} 个要点", "en": "your ticks: {c}/{n} key points"},
+    "contradicted": {"zh": "说反了", "en": "contradicted"},
+    "keyword_only": {"zh": "看起来只是罗列关键词：没有说清它们之间的关系，建议最多 Hard",
+                     "en": "this looks like a list of keywords without saying how they relate: suggestion at most Hard"},
     "rate": {"zh": "自评 1 Again / 2 Hard / 3 Good / 4 Easy；回车 = 建议值 {s}；q 退出",
              "en": "Rate 1 Again / 2 Hard / 3 Good / 4 Easy; Enter = suggested {s}; q quits"},
     "saved": {"zh": "已保存：下次复习 {due}", "en": "saved: next review {due}"},
@@ -99,13 +105,15 @@ def _line_editing() -> None:
             pass
 
 
-def read_answer(console: Console, lang: str, budget: float | None = None) -> str:
+def read_answer(console: Console, lang: str, budget: float | None = None, on_prompt=None) -> str:
     """Lines until an empty line or EOF (Ctrl-D). Ctrl-C propagates (KeyboardInterrupt).
 
     With a ``budget`` (seconds; the mock interview) a clock ticks in the terminal title meanwhile.
     """
     _line_editing()
     console.print(t("answer_prompt", lang), markup=False, style="bold")
+    if on_prompt is not None:
+        on_prompt()
     lines: list[str] = []
     with TitleClock(budget):
         while True:
@@ -118,6 +126,34 @@ def read_answer(console: Console, lang: str, budget: float | None = None) -> str
                 break
             lines.append(line)
     return "\n".join(lines)
+
+
+def read_ticks(console: Console, lang: str, ticks: list[bool]) -> list[bool] | None:
+    """The candidate confirms or overrides each key point. Returns the ticks (None: quit with Ctrl-D/q)."""
+    ticks = list(ticks)
+    while True:
+        console.print(t("ticks", lang), markup=False, style="cyan")
+        try:
+            raw = input("points> ").strip().casefold()
+        except EOFError:
+            return None
+        if raw == "":
+            return ticks
+        if raw in ("q", "quit", "exit"):
+            return None
+        if raw in ("a", "all"):
+            ticks = [True] * len(ticks)
+        elif raw in ("n", "none"):
+            ticks = [False] * len(ticks)
+        else:
+            nums = raw.replace(",", " ").replace("，", " ").split()
+            if not nums or not all(x.isdigit() and 1 <= int(x) <= len(ticks) for x in nums):
+                console.print(f"? 1..{len(ticks)} / a / n / Enter", markup=False, style="yellow")
+                continue
+            for x in nums:
+                ticks[int(x) - 1] = not ticks[int(x) - 1]
+        console.print("  " + "  ".join(f"{i}{'✓' if v else '✗'}" for i, v in enumerate(ticks, 1)) + "   "
+                      + t("ticked", lang, c=sum(ticks), n=len(ticks)), markup=False)
 
 
 def read_rating(console: Console, lang: str, suggested: int) -> int | None:
@@ -143,4 +179,4 @@ def clock(seconds: float) -> str:
     return f"{s // 60:02d}:{s % 60:02d}"
 
 
-__all__ = ["RATINGS", "read_answer", "read_rating", "clock", "t", "LABELS"]
+__all__ = ["RATINGS", "read_answer", "read_rating", "read_ticks", "clock", "t", "LABELS"]
