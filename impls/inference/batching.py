@@ -39,8 +39,10 @@ class Schedule:
     slot_steps: int = 0
     iter_times: list[float] = field(default_factory=list)
     decode_only_times: list[float] = field(default_factory=list)
+    idle_while_waiting: int = 0     # slot-iterations left empty although a job was waiting
 
-    def add(self, cost, gpu: GPU, busy: int, slots: int, decode_only: bool) -> None:
+    def add(self, cost, gpu: GPU, busy: int, slots: int, decode_only: bool, waiting: int = 0) -> None:
+        self.idle_while_waiting += min(slots - busy, waiting)
         t = cost.time(gpu)
         self.time += t
         self.flops += cost.flops
@@ -75,7 +77,8 @@ def static_batching(jobs: list[Job], cfg: ModelConfig, gpu: GPU, batch: int) -> 
         res.add(mixed_step_cost(cfg, [(p_max, 0)] * len(group)), gpu, len(group), batch, False)
         for k in range(1, o_max):                       # token 0 came out of the prefill
             busy = sum(1 for j in group if j.output > k)
-            res.add(mixed_step_cost(cfg, [(1, p_max + k - 1)] * len(group)), gpu, busy, batch, True)
+            res.add(mixed_step_cost(cfg, [(1, p_max + k - 1)] * len(group)), gpu, busy, batch, True,
+                    waiting=len(jobs) - g - len(group))
         res.tokens_out += sum(j.output for j in group)
     return res
 
@@ -88,12 +91,12 @@ def continuous_batching(jobs: list[Job], cfg: ModelConfig, gpu: GPU, batch: int)
         seqs, admitted = [], 0
         for r in running:
             seqs.append((1, r[0]))
-        while waiting and len(running) + admitted < batch:
+        while waiting and len(running) < batch:
             j = waiting.popleft()
             seqs.append((j.prompt, 0))
             running.append([0, 0, j.output, j.prompt])
             admitted += 1
-        res.add(mixed_step_cost(cfg, seqs), gpu, len(running), batch, admitted == 0)
+        res.add(mixed_step_cost(cfg, seqs), gpu, len(running), batch, admitted == 0, waiting=len(waiting))
         nxt = []
         for r in running:
             if r[1] == 0 and r[0] == 0:                 # prefilled this iteration: first token out

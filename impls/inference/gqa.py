@@ -23,15 +23,16 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = F
 
     ``key_padding_mask`` [B, S] (True = a real key); ``causal`` aligns the mask bottom-right so a query
     at position i of T sees keys j <= i + S - T (prefill: S = T; decoding with a cache: S > T).
-    Softmax in fp32 whatever the input dtype."""
+    Softmax in fp32 at least (fp64 inputs stay fp64)."""
     b, h, t, d = q.shape
     h_kv, s = k.shape[1], k.shape[2]
     if h % h_kv:
         raise ValueError(f"{h} query heads cannot share {h_kv} K/V heads evenly")
     g = h // h_kv
     tau = d ** -0.5 if scale is None else scale
-    qg = q.reshape(b, h_kv, g, t, d).float()
-    scores = (qg @ k.float().unsqueeze(2).transpose(-1, -2)) * tau          # [B, H_kv, G, T, S]
+    acc = torch.promote_types(q.dtype, torch.float32)
+    qg = q.reshape(b, h_kv, g, t, d).to(acc)
+    scores = (qg @ k.to(acc).unsqueeze(2).transpose(-1, -2)) * tau          # [B, H_kv, G, T, S]
     visible = torch.ones(t, s, dtype=torch.bool, device=q.device)
     if causal:
         visible = torch.arange(s, device=q.device)[None, :] <= torch.arange(t, device=q.device)[:, None] + (s - t)
@@ -40,5 +41,5 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = F
         visible = visible & key_padding_mask[:, None, None, None, :].bool()
     scores = scores.masked_fill(~visible, float("-inf"))
     p = torch.softmax(scores, dim=-1).nan_to_num(0.0)                         # rows with no key -> 0
-    out = p @ v.float().unsqueeze(2)                                          # [B, H_kv, G, T, d_v]
+    out = p @ v.to(acc).unsqueeze(2)                                          # [B, H_kv, G, T, d_v]
     return out.reshape(b, h, t, v.shape[-1]).to(q.dtype)

@@ -41,6 +41,8 @@ class BlockAllocator:
         self.by_hash: dict[int, int] = {}
         self.evictable: OrderedDict[int, None] = OrderedDict()   # cached blocks nobody uses, LRU first
         self.evictions = 0
+        self.n_used = 0      # blocks with refcount > 0
+        self.n_filled = 0    # token slots written in those blocks
 
     def allocate(self) -> int:
         if self.free:
@@ -53,11 +55,21 @@ class BlockAllocator:
             raise OutOfBlocks(f"all {self.num_blocks} blocks are in use")
         self.refcount[b] = 1
         self.slots[b] = []
+        self.n_used += 1
         return b
+
+    def write(self, b: int, tokens) -> None:
+        """Store the KV of ``tokens`` (here: their ids) in the next free slots of block ``b``."""
+        if len(self.slots[b]) + len(tokens) > self.block_size:
+            raise ValueError(f"block {b} overflows")
+        self.slots[b].extend(tokens)
+        self.n_filled += len(tokens)
 
     def incref(self, b: int) -> None:
         if self.refcount[b] == 0:
             self.evictable.pop(b, None)
+            self.n_used += 1
+            self.n_filled += len(self.slots[b])
         self.refcount[b] += 1
 
     def decref(self, b: int) -> None:
@@ -65,6 +77,8 @@ class BlockAllocator:
             raise RuntimeError(f"block {b} freed more often than referenced")
         self.refcount[b] -= 1
         if self.refcount[b] == 0:
+            self.n_used -= 1
+            self.n_filled -= len(self.slots[b])
             if b in self.hash_of:
                 self.evictable[b] = None
             else:
@@ -131,7 +145,7 @@ class PagedKVCache:
                     hit += self.bs
                 else:
                     b = self.alloc.allocate()
-                    self.alloc.slots[b] = list(chunk)
+                    self.alloc.write(b, chunk)
                     if full:
                         self.alloc.register(b, h)
                 taken.append(b)
@@ -154,12 +168,12 @@ class PagedKVCache:
             table.append(self.alloc.allocate())
         elif self.alloc.refcount[table[-1]] > 1:
             new = self.alloc.allocate()
-            self.alloc.slots[new] = list(self.alloc.slots[table[-1]][:pos])
+            self.alloc.write(new, self.alloc.slots[table[-1]][:pos])
             self.alloc.decref(table[-1])
             table[-1] = new
             self.stats.cow_copies += 1
         b = table[-1]
-        self.alloc.slots[b].append(token)
+        self.alloc.write(b, [token])
         self.lengths[sid] = n + 1
         if pos + 1 == self.bs:
             h = block_hash(self.last_hash[sid], self.alloc.slots[b])
@@ -192,11 +206,11 @@ class PagedKVCache:
         return out[: self.lengths[sid]]
 
     def slots_held(self) -> int:
-        return len(self.alloc.in_use) * self.bs
+        return self.alloc.n_used * self.bs
 
     def tokens_stored(self) -> int:
         """Distinct token states physically stored (a shared block counts once)."""
-        return sum(len(self.alloc.slots[b]) for b in self.alloc.in_use)
+        return self.alloc.n_filled
 
 
 class ContiguousKVCache:
