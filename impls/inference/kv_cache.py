@@ -124,15 +124,15 @@ def mha_equivalent(cfg: ModelConfig) -> ModelConfig:
 
 def variants(cfg: ModelConfig) -> list[tuple[str, ModelConfig]]:
     """The model as configured, then its MHA and MQA (and for GQA models nothing else) counterparts."""
-    rows = [(f"{cfg.kind} (as configured)", cfg)]
+    rows = [(f"{cfg.kind} (configured)", cfg)]
     if cfg.attention == "mla":
-        rows.append((f"MHA ({cfg.n_heads} heads × (K {cfg.qk_nope_head_dim + cfg.qk_rope_head_dim} + "
-                     f"V {cfg.v_head_dim}))", mha_equivalent(cfg)))
+        rows.append((f"MHA, {cfg.n_heads} × (K {cfg.qk_nope_head_dim + cfg.qk_rope_head_dim} + V {cfg.v_head_dim})",
+                     mha_equivalent(cfg)))
         return rows
     if cfg.n_kv_heads != cfg.n_heads:
-        rows.append((f"MHA ({cfg.n_heads} KV heads)", with_kv_heads(cfg, cfg.n_heads)))
+        rows.append((f"MHA, {cfg.n_heads} KV heads", with_kv_heads(cfg, cfg.n_heads)))
     if cfg.n_kv_heads != 1:
-        rows.append(("MQA (1 KV head)", with_kv_heads(cfg, 1)))
+        rows.append(("MQA, 1 KV head", with_kv_heads(cfg, 1)))
     return rows
 
 

@@ -56,14 +56,14 @@ class KVCache:
 
 
 class GQAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, device=None):
         super().__init__()
         self.cfg = cfg
         h, hd = cfg.hidden_size, cfg.head_dim
-        self.wq = nn.Linear(h, cfg.n_heads * hd, bias=False)
-        self.wk = nn.Linear(h, cfg.n_kv_heads * hd, bias=False)
-        self.wv = nn.Linear(h, cfg.n_kv_heads * hd, bias=False)
-        self.wo = nn.Linear(cfg.n_heads * hd, h, bias=False)
+        self.wq = nn.Linear(h, cfg.n_heads * hd, bias=False, device=device)
+        self.wk = nn.Linear(h, cfg.n_kv_heads * hd, bias=False, device=device)
+        self.wv = nn.Linear(h, cfg.n_kv_heads * hd, bias=False, device=device)
+        self.wo = nn.Linear(cfg.n_heads * hd, h, bias=False, device=device)
 
     def forward(self, x: Tensor, pos: Tensor, cache: dict | None, start: int, kpm: Tensor | None) -> Tensor:
         b, t, _ = x.shape
@@ -84,16 +84,17 @@ class MLAttention(nn.Module):
     """Multi-head latent attention: c_KV = RMSNorm(W_DKV h), k^R = RoPE(W_KR h);
     [k^C_i; v_i] = W_UKV c_KV per head; k_i = [k^C_i; k^R]; q_i = [q^C_i; RoPE(q^R_i)]."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, device=None):
         super().__init__()
         self.cfg = cfg
         h, nh = cfg.hidden_size, cfg.n_heads
         self.dq = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
-        self.wq = nn.Linear(h, nh * self.dq, bias=False)
-        self.w_dkv = nn.Linear(h, cfg.kv_lora_rank + cfg.qk_rope_head_dim, bias=False)
-        self.kv_norm = nn.RMSNorm(cfg.kv_lora_rank, eps=1e-6)
-        self.w_ukv = nn.Linear(cfg.kv_lora_rank, nh * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False)
-        self.wo = nn.Linear(nh * cfg.v_head_dim, h, bias=False)
+        self.wq = nn.Linear(h, nh * self.dq, bias=False, device=device)
+        self.w_dkv = nn.Linear(h, cfg.kv_lora_rank + cfg.qk_rope_head_dim, bias=False, device=device)
+        self.kv_norm = nn.RMSNorm(cfg.kv_lora_rank, eps=1e-6, device=device)
+        self.w_ukv = nn.Linear(cfg.kv_lora_rank, nh * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False,
+                               device=device)
+        self.wo = nn.Linear(nh * cfg.v_head_dim, h, bias=False, device=device)
 
     def forward(self, x: Tensor, pos: Tensor, cache: dict | None, start: int, kpm: Tensor | None) -> Tensor:
         b, t, _ = x.shape
@@ -117,14 +118,15 @@ class MLAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, device=None):
         super().__init__()
-        self.norm1 = nn.RMSNorm(cfg.hidden_size, eps=1e-6)
-        self.attn = MLAttention(cfg) if cfg.attention == "mla" else GQAttention(cfg)
-        self.norm2 = nn.RMSNorm(cfg.hidden_size, eps=1e-6)
-        self.gate = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        h, f = cfg.hidden_size, cfg.intermediate_size
+        self.norm1 = nn.RMSNorm(h, eps=1e-6, device=device)
+        self.attn = (MLAttention if cfg.attention == "mla" else GQAttention)(cfg, device)
+        self.norm2 = nn.RMSNorm(h, eps=1e-6, device=device)
+        self.gate = nn.Linear(h, f, bias=False, device=device)
+        self.up = nn.Linear(h, f, bias=False, device=device)
+        self.down = nn.Linear(f, h, bias=False, device=device)
 
     def forward(self, x, pos, cache, start, kpm):
         x = x + self.attn(self.norm1(x), pos, cache, start, kpm)
@@ -133,15 +135,17 @@ class Block(nn.Module):
 
 
 class TinyDecoder(nn.Module):
-    def __init__(self, cfg: ModelConfig, seed: int | None = 0):
+    """``device="meta"`` builds a full-size config without memory (shapes and dtypes only)."""
+
+    def __init__(self, cfg: ModelConfig, seed: int | None = 0, device=None):
         super().__init__()
         if seed is not None:
             torch.manual_seed(seed)
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.RMSNorm(cfg.hidden_size, eps=1e-6)
-        self.head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.hidden_size, device=device)
+        self.blocks = nn.ModuleList(Block(cfg, device) for _ in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.hidden_size, eps=1e-6, device=device)
+        self.head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device=device)
 
     def new_cache(self, batch: int, max_len: int, dtype: str = "bf16") -> KVCache:
         return KVCache(self.cfg, batch, max_len, dtype, device=self.embed.weight.device)

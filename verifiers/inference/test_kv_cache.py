@@ -95,10 +95,9 @@ def test_formula_equals_the_cache_tensors(dtype, device, evidence):
             rows[f"{cfg.name} seq={seq} batch={batch}"] = cache.nbytes()
     for name in ("llama-2-7b", "llama-3-8b", "qwen2.5-7b", "deepseek-v2-lite"):
         cfg = K.preset(name)
-        with torch.device("meta"):
-            model = TinyDecoder(cfg, seed=None)
-            cache = model.new_cache(2, 4096, dtype)
-            model(torch.zeros(2, 4096, dtype=torch.long), cache, 0)
+        model = TinyDecoder(cfg, seed=None, device="meta")
+        cache = model.new_cache(2, 4096, dtype)
+        model(torch.zeros(2, 4096, dtype=torch.long, device="meta"), cache, 0)
         assert cache.nbytes() == K.kv_cache_bytes(cfg, 4096, 2, dtype)
         gqa_form = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4096 * 2 * K.DTYPE_BYTES[dtype]
         assert (cache.nbytes() == gqa_form) == (cfg.attention == "gqa")     # the textbook formula, GQA only
