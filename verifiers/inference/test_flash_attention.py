@@ -246,8 +246,11 @@ def test_flash_kernel_vs_math_kernel_on_gpu(device, evidence):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v = (t.half() for t in _qkv(4, 8, 1024, 1024, 64, dtype=torch.float32, seed=1, device=device))
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        o_flash = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            o_flash = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    except RuntimeError as exc:                     # no flash kernel for this GPU / build
+        pytest.skip(f"flash SDPA unavailable: {exc}".splitlines()[0])
     with sdpa_kernel(SDPBackend.MATH):
         o_math = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     o64 = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
