@@ -17,6 +17,7 @@ the one place that rounds (ties to even, like ``torch.round``).
 * ``gptq_quantize`` (Frantar et al. 2022, Algorithm 1): quantize W column by column; after each column,
   spread its error over the not-yet-quantized columns with the inverse Hessian H^{-1}, H = 2XᵀX + λI,
   taken through its upper Cholesky factor, in blocks of ``block_size`` columns (lazy batch updates).
+* ``fp8_roundtrip``: FP8 storage with one absmax scale per tensor or per block (DeepSeek-V3 uses 1×128 tiles).
 * ``awq_quantize`` (Lin et al. 2023, §3.2): scale input channel j of W by s_j = mean|X_j|^α (and X by
   1/s_j, which a preceding op absorbs), quantize, and grid-search α ∈ [0, 1] for the lowest output error.
 
@@ -192,6 +193,15 @@ def awq_quantize(w: Tensor, x: Tensor, bits: int = 4, *, group_size: int = 128, 
             best_loss, best = loss, (wq, s, alpha)
     wq, s, alpha = best
     return wq.to(w.dtype), s, alpha
+
+
+def fp8_roundtrip(x: Tensor, dtype: torch.dtype, block_size: int | None = None) -> Tensor:
+    """Scale x so its absmax (per tensor, or per block of ``block_size`` along the last dimension) maps to the
+    format's largest value, cast to ``dtype`` (float8_e4m3fn / float8_e5m2) and back: what FP8 storage keeps."""
+    fmax = torch.finfo(dtype).max
+    g = x.float().reshape(-1, block_size) if block_size else x.float().reshape(1, -1)
+    scale = (g.abs().amax(-1, keepdim=True) / fmax).clamp_min(torch.finfo(torch.float32).tiny)
+    return ((g / scale).to(dtype).float() * scale).reshape(x.shape)
 
 
 def output_error(x: Tensor, w: Tensor, w_hat: Tensor) -> float:
