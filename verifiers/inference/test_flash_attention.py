@@ -178,7 +178,7 @@ def test_hbm_traffic_and_memory_match_the_theorems(evidence):
             q, k, v = _qkv(1, 1, n, n, d, dtype=torch.float32)
             std = A.IOCount()
             A.naive_attention(q, k, v, counter=std)
-            for m in (64 * d, 128 * d, n * d):
+            for m in sorted({64 * d, 128 * d, n * d}):
                 br, bc = A.fa1_block_sizes(m, d)
                 fl = A.IOCount()
                 A.tiled_attention(q, k, v, block_q=br, block_k=bc, loop_order="kv_outer", counter=fl)
