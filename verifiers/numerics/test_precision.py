@@ -25,8 +25,10 @@ def _rel_err(x: float, dtype: torch.dtype) -> float:
 @pytest.mark.claim("mp.bit-layouts")
 def test_layouts_and_where_fp16_is_more_precise(evidence):
     fp16, bf16 = F.layout(torch.float16), F.layout(torch.bfloat16)
-    assert (fp16.sign, fp16.exponent, fp16.mantissa) == (1, 5, 10)
-    assert (bf16.sign, bf16.exponent, bf16.mantissa) == (1, 8, 7)
+    for name, lay in (("FP16", fp16), ("BF16", bf16)):
+        quoted = (1, 5, 10) if name == "FP16" else (1, 8, 7)
+        for field, q, m in zip(("sign", "exponent", "mantissa"), quoted, (lay.sign, lay.exponent, lay.mantissa)):
+            evidence.quote(f"{name} {field} bits", quoted=q, measured=m, digits=0)
     g = torch.Generator().manual_seed(0)
     inside = torch.exp(torch.empty(20_000, dtype=torch.float64).uniform_(math.log(1e-4), math.log(6e4), generator=g))
     err16 = ((inside.half().double() - inside).abs() / inside).max().item()
