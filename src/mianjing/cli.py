@@ -178,6 +178,25 @@ def mutants(
     raise typer.Exit(command(_root(), names, jobs, timeout, max_examples, list_only, console, err))
 
 
+@app.command()
+def kv(
+    model: Annotated[str, typer.Option(help="preset: llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3.1-8b, "
+                                            "llama-3.1-70b, qwen2.5-7b, qwen-14b, deepseek-v2-lite, deepseek-v2")],
+    seq: Annotated[str, typer.Option(help="tokens per sequence, e.g. 8192")],
+    batch: Annotated[str, typer.Option(help="concurrent sequences")] = "1",
+    dtype: Annotated[str, typer.Option(help="cache element type: bf16 | fp16 | fp8 | fp32")] = "bf16",
+) -> None:
+    """KV-cache size of a model for a sequence length and batch, beside its MHA and MQA counterparts."""
+    from .kv_cli import KVInputError, run as run_kv
+
+    _root_on_path()
+    try:
+        run_kv(model=model, seq=seq, batch=batch, dtype=dtype, console=console)
+    except KVInputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 # --- site (owned by the site engineer): `mianjing site build|serve`, implemented in mianjing/site/cli.py
 from .site.cli import site_app  # noqa: E402  (typer only; mkdocs is imported when a command runs)
 
