@@ -271,3 +271,16 @@ def probe_experts(rank: int, world: int) -> dict:
         out[f"P{p}"] = _guard(f"experts P{p}", lambda: _experts(group, ranks))
         dist.barrier()
     return out
+
+
+# ----------------------------------------------------------------------------- all of it
+PROBES = {"tensor": probe_tensor, "pipeline": probe_pipeline, "context": probe_context, "experts": probe_experts}
+
+
+def probe_all(rank: int, world: int) -> dict[str, dict]:
+    """Every probe above in one process group (one spawn of the ranks for all the verifiers)."""
+    out = {}
+    for name, fn in PROBES.items():
+        out[name] = _guard(name, lambda: fn(rank, world))
+        dist.barrier()
+    return out
