@@ -1,23 +1,35 @@
-"""One gloo launch (4 CPU ranks) for every parallelism verifier in a pytest session.
+"""One gloo launch (4 CPU ranks) for the parallelism verifiers of a pytest session.
 
-``gloo_parallel[topic][key]`` is the list of per-rank records of that probe run (ordered by
-global rank); a probe that raised on any rank fails the tests that use it, with its traceback.
+``gloo_parallel`` runs, in one process group, the probes of every topic whose verifier module
+was collected (so ``mianjing verify tp.four-allreduces-per-layer`` spawns the ranks once and only
+for tensor parallelism). ``Topic(gloo_parallel, topic)[key]`` (``gloo.py``) reads the per-rank
+records of one probe run; a probe that raised fails the tests that use it, with its traceback.
 ``launch`` tears the ranks down on failure and gives up after the timeout, so nothing hangs.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from impls.distributed.probes import launch
-from impls.parallel.probes import probe_all
+from impls.parallel.probes import PROBES, probe_all
 
 LAUNCH_TIMEOUT = 420  # seconds; generous: 4 ranks share 2 cores with other work
+MODULE_TOPIC = {"test_tensor_parallel.py": "tensor", "test_pipeline.py": "pipeline",
+                "test_context_parallel.py": "context", "test_expert_parallel.py": "experts"}
+
+
+def _topics(session: pytest.Session) -> tuple[str, ...]:
+    wanted = {MODULE_TOPIC.get(Path(str(item.fspath)).name) for item in session.items
+              if "gloo_parallel" in getattr(item, "fixturenames", ())}
+    return tuple(t for t in PROBES if t in wanted) or tuple(PROBES)
 
 
 @pytest.fixture(scope="session")
-def gloo_parallel() -> dict[str, dict[str, list[dict]]]:
-    res = launch(probe_all, 4, timeout=LAUNCH_TIMEOUT)
+def gloo_parallel(request: pytest.FixtureRequest) -> dict[str, dict[str, list[dict]]]:
+    res = launch(probe_all, 4, _topics(request.session), timeout=LAUNCH_TIMEOUT)
     out: dict[str, dict[str, list[dict]]] = {}
     for topic in res[0]:
         per_rank = [r[topic] for r in res]

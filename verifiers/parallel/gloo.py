@@ -5,6 +5,7 @@ from __future__ import annotations
 
 def records(gloo_parallel: dict, topic: str, key: str) -> list[dict]:
     """The per-rank records of one probe run; fails with the probe's traceback if it raised."""
+    assert topic in gloo_parallel, f"the shared launch did not run the {topic!r} probes"
     runs = gloo_parallel[topic]
     assert "error" not in runs, runs.get("error", [""])[0]
     recs = runs[key]
