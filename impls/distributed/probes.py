@@ -22,12 +22,20 @@ Engines: ``ddp`` (DistributedDataParallel), ``zero1`` (DDP + ``ZeroRedundancyOpt
 
 ``ring_all_reduce(x)`` is a hand-written ring all-reduce over point-to-point send/recv that
 returns how many elements this rank sent.
+
+The parallelism probes of ``impls/parallel`` (tensor, pipeline, context and expert parallelism)
+run on the same ``launch`` and count with the same :class:`CollectiveLog`, which also sees
+all-to-all and point-to-point sends. Faults that the test-suite injects into the parent
+(``MIANJING_FAULTS``, see ``tests/faults.py``) are applied again in every spawned rank, so a broken
+implementation is the one that runs there too.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
+import os
 import queue
 import socket
 import threading
@@ -46,11 +54,14 @@ from torch import nn
 COLLECTIVES = (
     "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single",
     "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+    "all_to_all_single", "all_to_all", "send", "isend",
 )
 # the argument whose size is the full (unsharded) buffer: output for gathers, input for scatters
 _FULL_ARG = {
     "all_reduce": 0, "broadcast": 0, "all_gather_into_tensor": 0, "all_gather_single": 0,
     "reduce_scatter_tensor": 1, "reduce_scatter_single": 1,
+    "all_to_all_single": 1,  # (output, input): the buffer this rank hands out, its own chunk included
+    "send": 0, "isend": 0,   # (tensor, dst): what goes on the wire
 }
 
 
@@ -60,9 +71,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _apply_injected_faults() -> None:
+    """Re-apply the parent's ``MIANJING_FAULTS`` in this spawned rank (fault-injection tests only)."""
+    spec = os.environ.get("MIANJING_FAULTS")
+    if spec:
+        importlib.import_module("tests.faults").apply(spec)
+
+
 def _worker(rank: int, world: int, port: int, fn: Callable, args: tuple, out: Any) -> None:
     torch.set_num_threads(1)
     try:
+        _apply_injected_faults()
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
             timeout=timedelta(seconds=60),
@@ -140,9 +159,13 @@ class CollectiveLog:
             for name, fn in originals.items():
                 setattr(dist, name, fn)
 
-    def totals(self) -> dict[str, dict[str, int]]:
+    def totals(self, calls: list[tuple[str, int, int]] | None = None) -> dict[str, dict[str, int]]:
+        """{collective: {calls, elements, bytes}} over ``calls`` (default: all recorded so far).
+
+        Pass a slice of :attr:`calls` (e.g. ``log.calls[n_fwd:]``) to total one phase.
+        """
         agg: dict[str, dict[str, int]] = {}
-        for name, numel, esize in self.calls:
+        for name, numel, esize in (self.calls if calls is None else calls):
             row = agg.setdefault(name, {"calls": 0, "elements": 0, "bytes": 0})
             row["calls"] += 1
             row["elements"] += numel
@@ -157,6 +180,8 @@ def _describe(name: str, fn: Callable, args: tuple, kwargs: dict) -> tuple[str, 
         return name, sum(x.numel() for x in first), second.element_size()
     if name == "reduce_scatter":  # (output, input_list)
         return name, sum(x.numel() for x in second), first.element_size()
+    if name == "all_to_all":  # (output_list, input_list)
+        return name, sum(x.numel() for x in second), second[0].element_size()
     tensor = first if _FULL_ARG[name] == 0 else second
     return name, tensor.numel(), tensor.element_size()
 

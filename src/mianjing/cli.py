@@ -197,6 +197,24 @@ def kv(
         raise typer.Exit(2) from None
 
 
+@app.command()
+def pp(
+    stages: Annotated[str, typer.Option(metavar="INT", help="pipeline stages (devices) p")] = "4",
+    micro: Annotated[str, typer.Option(metavar="INT", help="micro-batches m per step")] = "8",
+    schedule: Annotated[str, typer.Option(help="gpipe | 1f1b | interleaved | zb-h1")] = "1f1b",
+    chunks: Annotated[Optional[str], typer.Option(metavar="INT", help="model chunks per device (interleaved; default 2)")] = None,
+) -> None:
+    """Pipeline schedule timeline, bubble fraction and peak in-flight micro-batches."""
+    from .pp_cli import run as run_pp
+
+    _root_on_path()
+    try:
+        run_pp(stages, micro, schedule, chunks)
+    except ValueError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 # --- site (owned by the site engineer): `mianjing site build|serve`, implemented in mianjing/site/cli.py
 from .site.cli import site_app  # noqa: E402  (typer only; mkdocs is imported when a command runs)
 
