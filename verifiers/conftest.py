@@ -1,4 +1,4 @@
-"""Settings shared by every verifier: a derandomised hypothesis profile, fixed seeds.
+"""Settings shared by every verifier: a derandomised hypothesis profile, fixed seeds, Triton's CPU interpreter.
 
 The ``claim`` marker and the ``evidence`` / ``device`` fixtures come from
 ``mianjing.plugin`` (loaded by ``addopts`` in pyproject.toml).
@@ -7,6 +7,13 @@ The ``claim`` marker and the ``evidence`` / ``device`` fixtures come from
 import os
 
 from hypothesis import HealthCheck, settings
+
+from mianjing.plugin import selected_device
+
+# Triton kernels on the CPU device run in Triton's interpreter; it must be chosen before any kernel
+# module is imported (``@triton.jit`` decides at decoration time).
+if selected_device() == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 settings.register_profile(
     "verify",
