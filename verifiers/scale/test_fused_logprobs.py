@@ -3,7 +3,8 @@
 Oracles: the two-pass fp64 ``log_softmax`` of the full logits and the entropy of
 ``torch.distributions.Categorical`` (the log-probs / entropies), autograd through that naive
 computation (the gradients), exact byte arithmetic and :class:`LiveTensorBytes` (memory), and
-``torch.utils.flop_counter.FlopCounterMode`` (matmul FLOPs). The Triton kernels run in Triton's CPU
+a dispatch mode that sees every aten matmul (matmul FLOPs; torch's FlopCounterMode skips the
+in-place ``addmm_``). The Triton kernels run in Triton's CPU
 interpreter on the CPU device (``verifiers/conftest.py``), compiled on CUDA.
 """
 
@@ -15,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from impls.rl.logprobs import peak_memory_bytes
 from impls.scale import fused_logprobs as FL
@@ -311,19 +312,36 @@ def test_fused_peak_set_by_chunk_not_by_tokens(evidence, device):
 
 
 # ---------------------------------------------------------------- cost of recomputation
+class MatmulFlops(TorchDispatchMode):
+    """2 m k n FLOPs for every aten mm / addmm / bmm / baddbmm (any overload: out=, in-place) it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+        self.ops: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in ("mm", "addmm", "addmm_", "bmm", "baddbmm", "baddbmm_"):
+            a, b = (args[0], args[1]) if name in ("mm", "bmm") else (args[1], args[2])
+            f = 2 * a.shape[-2] * a.shape[-1] * b.shape[-1] * (a.shape[0] if a.dim() == 3 else 1)
+            self.flops += f
+            self.ops[name] = self.ops.get(name, 0) + f
+        return func(*args, **(kwargs or {}))
+
+
 def _mm_flops(kind: str, N: int, H: int, V: int, chunk: int) -> int:
     gen = torch.Generator().manual_seed(1)
     h = torch.randn(N, H, generator=gen, requires_grad=True)
     W = torch.randn(V, H, generator=gen, requires_grad=True)
     y = _targets(gen, N, V)
-    with FlopCounterMode(display=False) as fc:
+    with MatmulFlops() as fc:
         if kind == "naive":
             lp, ent = naive_logprobs_entropy(h.float() @ W.float().T, y, 1.0)
         else:
             lp, ent = FL.fused_linear_logprobs(h, W, y, chunk_size=chunk)
         (lp.float().sum() + ent.float().sum()).backward()
-    counts = fc.get_flop_counts()["Global"]
-    return sum(int(n) for op, n in counts.items() if "mm" in str(op))
+    return fc.flops
 
 
 @pytest.mark.claim("kernels.fused-logprob.recompute-cost")
@@ -339,3 +357,20 @@ def test_recompute_costs_one_more_logits_matmul(evidence):
     evidence["gemm_flops"] = gemm
     evidence["naive_mm_flops"] = naive
     evidence["fused_mm_flops_by_chunk"] = fused
+
+
+# ---------------------------------------------------------------- the katas' properties, on the references
+@pytest.mark.claim("kernels.online-softmax.matches-two-pass")
+def test_online_logprobs_kata_properties_hold_for_the_reference():
+    from verifiers.katas import online_logprobs as kata
+
+    for prop in kata.ALL:
+        prop(FL.online_logprobs)
+
+
+@pytest.mark.claim("kernels.fused-logprob.grad-exact")
+def test_fused_backward_kata_properties_hold_for_the_reference():
+    from verifiers.katas import fused_logprob_backward as kata
+
+    for prop in kata.ALL:
+        prop(FL.fused_logprob_backward)
