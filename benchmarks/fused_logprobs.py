@@ -140,7 +140,11 @@ def main() -> None:
     if cuda:
         kinds += [f"triton{c}" for c in args.chunks.split(",")]
         if args.liger:
-            kinds.append("liger")
+            try:
+                import liger_kernel.transformers.functional  # noqa: F401
+                kinds.append("liger")
+            except ImportError as exc:
+                print(f"note: Liger-Kernel not installed ({exc}); its row is left out (pip install '.[gpu]')")
     h, W, y, g, g_ent = make_inputs(args.N, args.H, args.V, device)
     ref_lp, ref_ent = compute("naive", h, W, y, g, g_ent)
     diffs = {"naive": (0.0, 0.0)}
