@@ -20,7 +20,9 @@ with $g$, $g_H$ the upstream gradients of the log-prob and the entropy. Memory: 
 buffers instead of several ``[N, V]`` tensors; cost: the logits matmul runs twice (4 matmuls instead
 of 3). ``backend="triton"`` runs the per-chunk softmax part (forward statistics, logit gradient) as
 Triton kernels (:mod:`impls.scale.fused_logprobs_triton`); the matmuls stay in torch either way.
-Maths in fp32 (fp64 stays fp64); bf16 inputs are multiplied in bf16 and upcast per chunk, as Liger does.
+Maths in fp32 (fp64 stays fp64). bf16/fp16 inputs: on CUDA each chunk's logits leave the GEMM in fp32
+(``torch.mm(..., out_dtype=torch.float32)``), elsewhere the chunk is multiplied in the input dtype and upcast;
+$dW$ accumulates in fp32, $dH$'s GEMM takes $\partial L/\partial z$ rounded to the weight's dtype.
 
 Conventions (those of ``impls/rl/logprobs.py``): a target equal to ``ignore_index`` gives log-prob 0
 and no gradient through it; the entropy is returned for every row (the loss mask decides).
@@ -107,7 +109,12 @@ def _logits_into(buf: torch.Tensor | None, h: torch.Tensor, weight: torch.Tensor
         if buf is None or buf.shape[0] < c:
             buf = torch.empty(c, V, dtype=dt, device=h.device)
         return torch.mm(h, weight.T, out=buf[:c])
-    return torch.mm(h, weight.T).to(dt)  # bf16/fp16: multiply in the input dtype, upcast the chunk
+    if h.is_cuda and h.dtype == weight.dtype:
+        try:  # bf16/fp16 on CUDA: fp32 logits straight out of the GEMM, never rounded to bf16 (see lp-02)
+            return torch.mm(h, weight.T, out_dtype=dt)
+        except (TypeError, RuntimeError):
+            pass
+    return torch.mm(h, weight.T).to(dt)  # elsewhere: multiply in the input dtype, upcast the chunk
 
 
 def _stats_(z: torch.Tensor, y: torch.Tensor, temperature: float, ignore_index: int, work: torch.Tensor | None):
@@ -151,7 +158,6 @@ def _backward_chunks(hidden, weight, targets, grad_logp, grad_entropy, *, temper
     gh_all = grad_entropy.to(dt)
     dH = torch.empty(N, hidden.shape[1], dtype=dt, device=hidden.device) if need_h else None
     dW = torch.zeros(weight.shape, dtype=dt, device=weight.device) if need_w else None
-    w_mm = weight if weight.dtype == dt else weight.to(dt)
     buf = work = None
     for start in range(0, N, chunk_size):
         sl = slice(start, min(start + chunk_size, N))
@@ -177,7 +183,10 @@ def _backward_chunks(hidden, weight, targets, grad_logp, grad_entropy, *, temper
                 ent_c, lse_c = entropy[sl].to(dt), lse[sl].to(dt)
             _dlogits_(z, yc, lse_c, ent_c, g, g_h, temperature, work)
         if need_h:
-            torch.mm(z, w_mm, out=dH[sl]) if dH.dtype == z.dtype else dH[sl].copy_(z @ w_mm)
+            if weight.dtype == dt:
+                torch.mm(z, weight, out=dH[sl])
+            else:  # bf16/fp16 weight: dL/dz rounded to it for this GEMM (as verl and Liger do), no fp32 copy of W
+                dH[sl] = z.to(weight.dtype) @ weight
         if need_w:
             dW.addmm_(z.T, h.to(dt))
     return dH, dW
