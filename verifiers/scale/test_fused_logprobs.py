@@ -286,9 +286,8 @@ def test_naive_logprob_holds_several_full_logit_copies(evidence, device):
     N, H, V = 256, 32, 4096
     peak, grads = _peak("naive", N, H, V, 0, device)
     copies = (peak - grads) / (N * V * 4)
-    assert copies >= 3, copies  # logits, softmax/log-softmax saved for the backward, their gradients
-    evidence.quote("full [N, V] copies alive at the peak (at least)", quoted=3, measured=min(copies, 3.0), abs=0)
-    evidence["measured_copies_at_peak"] = round(copies, 2)
+    # logits, log_softmax and softmax saved for the backward, softmax * z, the gradients flowing back
+    evidence.quote("full [N, V] copies alive at the peak (about)", quoted=6, measured=copies, abs=0.5)
     evidence["meter"] = "CUDA max_memory_allocated" if device.type == "cuda" else "LiveTensorBytes"
 
 
