@@ -80,7 +80,7 @@ def test_gae_kernel_matches_episode_oracle(evidence, device):
     worst = {"err": 0.0, "n": 0}
     dtype = torch.float32 if device.type == "cuda" else torch.float64
 
-    @settings(max_examples=min(settings().max_examples, 40))
+    @settings(max_examples=min(settings().max_examples, 25))
     @given(multi_turn_batches())
     def check(case):
         r, v, m, d, gamma, lam, block_t, block_b = case
@@ -123,12 +123,12 @@ def _segment_ends(m: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.claim("gae.triton-kernel.matches-oracle")
 def test_gae_kernel_agrees_with_loop_and_scan(evidence, device):
-    """Long rows (T up to 3000, several tiles of 128): the kernel against ``gae`` and ``gae_scan``."""
+    """Long rows (T up to 1500, several tiles of 128): the kernel against ``gae`` and ``gae_scan``."""
     gen = torch.Generator().manual_seed(21)
     dtype = torch.float32 if device.type == "cuda" else torch.float64
     gae_has_dones = "dones" in inspect.signature(gae_loop_mod.gae).parameters
     worst = 0.0
-    for B, T, hole_p in ((3, 3000, 0.0), (4, 1000, 0.1), (2, 777, 0.3)):
+    for B, T, hole_p in ((3, 1500, 0.0), (4, 700, 0.1), (2, 333, 0.3)):
         lengths = torch.randint(T // 2, T + 1, (B,), generator=gen)
         m = (torch.arange(T)[None, :] < lengths[:, None]) & (torch.rand(B, T, generator=gen) >= hole_p)
         r = torch.randn(B, T, generator=gen, dtype=torch.float64)

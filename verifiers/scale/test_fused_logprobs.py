@@ -134,7 +134,7 @@ def test_online_softmax_triton_kernel_matches_two_pass(evidence, device):
 
     worst = {"fp64": 0.0, "fp32": 0.0, "n": 0}
 
-    @settings(max_examples=min(settings().max_examples, 30))
+    @settings(max_examples=min(settings().max_examples, 15))
     @given(logit_cases(max_v=200), st.sampled_from([16, 32, 64]))
     def check(case, block_v):
         N, V, _, tau, scale, offset, seed = case
@@ -224,10 +224,11 @@ def test_fused_gradients_triton_backend(evidence, device):
     worst = {"grad": 0.0, "n": 0}
     dtype = torch.float32 if device.type == "cuda" else torch.float64
 
-    @settings(max_examples=min(settings().max_examples, 25))
+    @settings(max_examples=min(settings().max_examples, 12))
     @given(grad_cases(), st.sampled_from([16, 32]))
     def check(case, block_v):
         N, H, V, chunk, tau, seed = case
+        chunk = max(chunk, 4)  # fewer interpreted launches; chunk edges are covered by the PyTorch-backend test
         h, W, y, g, g_ent = _grad_inputs(N, H, V, seed, dtype)
         want_lp, want_ent = naive_logprobs_entropy(h.double() @ W.double().T, y, tau)
         want_dh, want_dw = naive_grads(h, W, y, g, g_ent, tau)
