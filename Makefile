@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.installed-stamp
 JOBS    ?= 2
 ADDR    ?= 127.0.0.1:8000
 
-.PHONY: setup check verify site serve test tests oracles bench clean mutants
+.PHONY: setup check verify site serve test tests oracles bench gpu-check clean mutants
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,15 @@ test: setup
 # Each mutant of mutants/*.py runs alone in a scratch copy; report in build/mutants.json.
 mutants: setup
 	$(BIN)/mianjing mutants -j $(JOBS)
+
+# On a CUDA machine: every Triton kernel's correctness checks and benchmarks (< 8 min), results in
+# benchmarks/results/*-cuda.json, then the kernel claims' verifiers on the GPU. Refuses on a machine without CUDA.
+KERNEL_CLAIMS := kernels.softmax-needs-two-passes kernels.online-softmax.matches-two-pass kernels.naive-logprob-memory \
+	kernels.fused-logprob.memory-bounded kernels.fused-logprob.grad-exact kernels.fused-logprob.recompute-cost \
+	kernels.flash-attention-triton.equals-naive gae.triton-kernel.matches-oracle
+gpu-check: setup
+	@$(BIN)/python benchmarks/gpu_check.py
+	MIANJING_MAX_EXAMPLES=20 $(BIN)/mianjing verify --device cuda $(KERNEL_CLAIMS)
 
 # Optional: cross-check impls/rl against verl, TRL and OpenRLHF in a separate venv (CPU torch only).
 ORACLES := .venv-oracles
