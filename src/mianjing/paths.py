@@ -40,6 +40,9 @@ def catalog_path(root: Path) -> Path:
     return root.parent / "shared" / "catalog" / "claims.yaml"
 
 
+NAMES_FILE = "qa/names.yaml"  # topic, company and team names (not an entry)
+
+
 def build_dir(root: Path) -> Path:
     return root / "build"
 
