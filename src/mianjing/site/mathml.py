@@ -4,33 +4,88 @@
 code and emits ``<span class="arithmatex">\\(...\\)</span>`` or
 ``<div class="arithmatex">\\[...\\]</div>``; this module replaces them with
 ``<math>`` markup that browsers render natively, so no script or network is needed.
+Display formulas sit in a ``.mj-display`` box that scrolls sideways instead of spilling
+out of the column; long inline formulas in a ``.mj-iscroll`` box for the same reason.
+Conversions are cached (``load_cache``/``save_cache``) because the same formulas recur
+in every build and in both languages.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 _SPAN = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>', re.S)
 _DIV = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
 _UNKNOWN = re.compile(r"<mi>(\\[A-Za-z]+)</mi>")
+_NUMERIC_ENTITY = re.compile(r"&#x([0-9A-Fa-f]+);")
+_XARROW = re.compile(r"\\x(right|left)arrow\s*(?=\{)")
+
+CACHE_VERSION = "3"  # bump when the output of to_mathml changes
+INLINE_SCROLL_CHARS = 48  # inline formulas with longer TeX get a box that can scroll on a phone
+
+_cache: dict[str, str] = {}
+_cache_dirty = False
 
 
 class MathError(ValueError):
     pass
 
 
+def _braced(tex: str, i: int) -> int:
+    """Index just past the brace group starting at ``tex[i] == '{'``."""
+    depth, j = 0, i
+    while j < len(tex):
+        c = tex[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    raise MathError(f"unbalanced braces in ${tex}$")
+
+
+def _arrows(tex: str) -> str:
+    """``\\xrightarrow{x}`` -> ``\\overset{x}{\\rightarrow}``: latex2mathml draws the label over the
+    arrow with a negative offset; an over-script on a stretchy arrow is what browsers render well."""
+    while True:
+        m = _XARROW.search(tex)
+        if not m:
+            return tex
+        end = _braced(tex, m.end())
+        label = tex[m.end() + 1 : end - 1]
+        tex = f"{tex[: m.start()]}\\overset{{\\;{label}\\;}}{{\\{m.group(1)}arrow}}{tex[end:]}"
+
+
 def to_mathml(tex: str, display: bool = False) -> str:
     """LaTeX -> MathML; MathError for input latex2mathml cannot read or commands it does not know."""
+    global _cache_dirty
+    key = f"{int(display)}{tex}"
+    if key in _cache:
+        return _cache[key]
     from latex2mathml.converter import convert
 
     try:
-        out = convert(tex, display="block" if display else "inline")
+        out = convert(_arrows(tex), display="block" if display else "inline")
+    except MathError:
+        raise
     except Exception as exc:  # latex2mathml raises many kinds
         raise MathError(f"cannot convert ${tex}$ ({type(exc).__name__} {exc})".strip()) from None
     bad = _UNKNOWN.findall(out)
     if bad:
         raise MathError(f"unknown LaTeX command {', '.join(sorted(set(bad)))} in ${tex}$")
+    # an over-scripted arrow stretches to its label
+    out = out.replace("<mover><mrow><mo>&#x02192;</mo></mrow>", '<mover><mo stretchy="true">&#x02192;</mo>')
+    out = out.replace("<mover><mrow><mo>&#x02190;</mo></mrow>", '<mover><mo stretchy="true">&#x02190;</mo>')
+    out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
     # keep the source for copy/paste and for screen readers that prefer it
     annotation = f'<annotation encoding="application/x-tex">{html.escape(tex, quote=False)}</annotation>'
     out = out.replace("<math ", '<math class="mj-math" ', 1)
@@ -38,7 +93,90 @@ def to_mathml(tex: str, display: bool = False) -> str:
         inner = out[out.index(">") + 1 : -len("</math>")]
         head = out[: out.index(">") + 1]
         out = f"{head}<semantics>{inner}{annotation}</semantics></math>"
+    _cache[key] = out
+    _cache_dirty = True
     return out
+
+
+def to_text(tex: str) -> str:
+    """A formula as plain text for the search index: ``\\frac{K}{N_d}`` -> ``K/N_d``, ``3\\Psi`` -> ``3Ψ``."""
+    try:
+        ml = to_mathml(tex)
+    except MathError:
+        return tex
+    try:
+        root = ET.fromstring(_NUMERIC_ENTITY.sub(lambda m: html.escape(chr(int(m.group(1), 16))), ml))
+    except ET.ParseError:
+        return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<annotation.*?</annotation>", "", ml)))
+
+    def text(el) -> str:
+        tag = el.tag.split("}")[-1]
+        if tag == "annotation":
+            return ""
+        kids = [text(k) for k in el]
+        if tag in ("mi", "mn", "mo", "mtext", "ms"):
+            return (el.text or "").strip()
+        if tag == "mfrac" and len(kids) == 2:
+            num, den = kids
+            num = num if len(num) <= 2 else f"({num})"
+            den = den if len(den) <= 2 else f"({den})"
+            return f"{num}/{den}"
+        if tag == "msub" and len(kids) == 2:
+            return f"{kids[0]}_{kids[1]}"
+        if tag == "msup" and len(kids) == 2:
+            return f"{kids[0]}^{kids[1]}"
+        if tag == "msubsup" and len(kids) == 3:
+            return f"{kids[0]}_{kids[1]}^{kids[2]}"
+        if tag == "msqrt":
+            return "√(" + "".join(kids) + ")"
+        if tag in ("mover", "munder", "munderover") and kids:
+            return kids[0] if tag == "mover" and len(kids[0]) == 1 and len(kids) == 2 and len(kids[1]) <= 1 else " ".join(kids)
+        if tag == "mspace":
+            return " "
+        return "".join(kids)
+
+    return " ".join(text(root).split())
+
+
+_DOLLARS = re.compile(r"\$([^$]+)\$")
+
+
+def inline_html(text: str, on_error=None) -> str:
+    """Plain text with ``$...$`` maths, as HTML (for raw-HTML places such as figure captions)."""
+    out, last = [], 0
+    for m in _DOLLARS.finditer(text):
+        out.append(html.escape(text[last : m.start()]))
+        try:
+            out.append(to_mathml(m.group(1).strip()))
+        except MathError as exc:
+            if on_error is not None:
+                on_error(str(exc))
+            out.append(f'<code class="mj-tex-error">{html.escape(m.group(1))}</code>')
+        last = m.end()
+    out.append(html.escape(text[last:]))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", "".join(out))
+
+
+def load_cache(path: Path) -> None:
+    """Read conversions from an earlier build (a missing or unreadable file is an empty cache)."""
+    global _cache_dirty
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") == CACHE_VERSION and isinstance(data.get("mathml"), dict):
+            _cache.update(data["mathml"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    _cache_dirty = False
+
+
+def save_cache(path: Path) -> None:
+    global _cache_dirty
+    if not _cache_dirty:
+        return
+    from ..report import write_json_atomic
+
+    write_json_atomic(path, {"version": CACHE_VERSION, "mathml": _cache})
+    _cache_dirty = False
 
 
 def render(html_text: str, on_error=None) -> str:
@@ -56,7 +194,13 @@ def render(html_text: str, on_error=None) -> str:
                 if on_error is not None:
                     on_error(str(exc))
                 return f'<code class="mj-tex-error">{html.escape(tex)}</code>'
-            return f'<div class="mj-display">{math}</div>' if display else math
+            if display:
+                return f'<div class="mj-display">{math}</div>'
+            if shown_as_block:  # a display formula inside a paragraph or list item
+                return f'<span class="mj-display">{math}</span>'
+            if len(tex) > INLINE_SCROLL_CHARS:
+                return f'<span class="mj-iscroll">{math}</span>'
+            return math
 
         return repl
 
