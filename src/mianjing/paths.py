@@ -47,6 +47,13 @@ def build_dir(root: Path) -> Path:
     return root / "build"
 
 
+def cache_dir(root: Path) -> Path:
+    """Where the site keeps what it computed once (figures, MathML, highlighted code):
+    ``$MIANJING_CACHE``, else ``build/cache``."""
+    env = os.environ.get("MIANJING_CACHE")
+    return Path(env) if env else build_dir(root) / "cache"
+
+
 def report_path(root: Path) -> Path:
     return build_dir(root) / "verification.json"
 

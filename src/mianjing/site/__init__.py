@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STATS: dict = {}  # timings of the last build (filled by hooks.py)
+SHARED: dict = {}  # what the Chinese build hands to the English one it starts (same process)
 
 
 class SiteError(RuntimeError):

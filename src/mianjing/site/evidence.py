@@ -109,7 +109,7 @@ def plot(title: str, series: list[tuple[str, list[tuple[float, float]]]], xlabel
     def sy(y):
         return H - 2 - (y - lo) / (hi - lo) * (H - 4)
 
-    parts = [f'<svg class="mj-plot-svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+    parts = [f'<svg class="mj-plot-svg" viewBox="0 0 {W} {H}" preserveAspectRatio="none" role="img" '
              f'aria-label="{_esc(title)}">']
     if lo < 0 < hi:
         parts.append(f'<line class="mj-plot-zero" x1="0" x2="{W}" y1="{sy(0):.1f}" y2="{sy(0):.1f}"/>')

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from mkdocs.structure.files import File
 
-from mianjing.site import STATS, codepages
+from mianjing.site import SHARED, STATS, codepages
 from mianjing.site import figures as F
 from mianjing.site import indexes as I
 from mianjing.site import mathml
@@ -52,8 +52,10 @@ def on_config(config, **kwargs):
 
     t0 = time.perf_counter()
     lang, root = _lang(config), _root(config)
-    cache = root / "build" / "cache"
-    shared = STATS.get("data")
+    from mianjing.paths import cache_dir
+
+    cache = cache_dir(root)
+    shared = SHARED.get("data")
     if lang == "en" and shared is not None and shared.root == root:
         data = shared  # the English half of the same build: the same knowledge base, report and code
     else:
@@ -72,7 +74,7 @@ def on_config(config, **kwargs):
     if lang == "zh":
         STATS.clear()
         STATS["started"] = t0
-        STATS["data"] = data
+        SHARED["data"] = data
         _state["renderer"] = F.Renderer(root, cache / "figures", list(data.figures.values()))
     docs = Path(config.docs_dir)
     guides = [(_title(docs / g), g) for g in P.GUIDES if (docs / g).is_file()]
@@ -162,7 +164,7 @@ def on_post_build(config, **kwargs):
     try:
         _build_english(config)
     finally:
-        STATS.pop("data", None)
+        SHARED.pop("data", None)
     data.code.write(shared_root)  # code pages for both languages, once
     codepages.save_cache(_state["cache"] / "highlight.json")
     t0 = time.perf_counter()

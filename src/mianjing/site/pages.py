@@ -371,9 +371,9 @@ def details_body(entry: Entry, claim: Claim, lang: str, data: SiteData) -> str:
         rows = [(k, env.get(k)) for k in ENV_SHOWN if env.get(k) not in (None, "")]
         if rows:
             parts += [f"**{t('environment', lang)}**", "",
-                      '<p class="mj-env">' + " · ".join(
+                      raw('<p class="mj-env">' + " · ".join(
                           f"{html.escape(pick(ENV_KEYS, k, lang))} <code>{html.escape(env_value(v))}</code>" for k, v in rows)
-                      + "</p>", ""]
+                          + "</p>"), ""]
         tests = rec.get("tests") or []
         if tests:
             parts += [f"**{t('tests', lang)}**", ""]

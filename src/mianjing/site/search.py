@@ -8,8 +8,10 @@ topic, company and team names come in both languages (``百度`` finds the Baidu
 
 Document format (short keys keep the file small)::
 
-    {"u": url from the language root, "n": number or 0, "t": title, "p": topic line,
-     "k": names and ids, "x": other-language text, "s": [[anchor, heading, text], ...]}
+    {"u": url from the language root, "n": number or 0, "t": title, "o": the other language's title,
+     "p": topic line, "k": names and ids, "x": other-language text, "s": [[anchor, heading, text], ...]}
+
+The home page is not indexed: it holds nothing to find but example queries.
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ def entry_doc(e: Entry, lang: str, data: SiteData, anchors: dict[str, str]) -> d
         if c.cite is not None:
             bits.append(f"{c.cite.title} {c.cite.locator or ''}")
         sections.append([f"claim-{c.id}", "", _text("\n".join(bits))])
-    x = [e.question.get(other), e.answer.short.get(other), *(k.get(other) for k in e.key_points),
+    x = [e.answer.short.get(other), e.answer.full.get(other), *(k.get(other) for k in e.key_points),
          *(c.statement.get(other) for c in e.claims)]
     return {"u": page_url(entry_path(e)), "n": data.number[e.id], "t": _text(e.question.get(lang)),
+            "o": _text(e.question.get(other)),
             "p": f"{names.area(e.topic, lang)} › {names.topic(e.topic, lang)}",
             "k": " ".join(dict.fromkeys(keys)), "x": _text("\n".join(x)), "s": sections}
 
@@ -89,7 +92,7 @@ def write(site_dir: Path, lang: str, data: SiteData, anchors: dict[str, dict[str
           pages: list[tuple[str, str, str]]) -> int:
     """Write ``search/index.json.gz``; ``pages`` are hand-written pages (src, title, markdown). Returns bytes."""
     docs = [entry_doc(e, lang, data, anchors.get(entry_path(e), {})) for e in data.ordered]
-    docs += [page_doc(src, plain_title(title), md, anchors.get(src, {})) for src, title, md in pages]
+    docs += [page_doc(src, plain_title(title), md, anchors.get(src, {})) for src, title, md in pages if src != "index.md"]
     raw = json.dumps({"lang": lang, "docs": docs}, ensure_ascii=False, separators=(",", ":")).encode()
     out = site_dir / INDEX_FILE
     out.parent.mkdir(parents=True, exist_ok=True)

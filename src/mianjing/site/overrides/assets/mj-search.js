@@ -11,7 +11,7 @@
 
   var WORD = /[\p{Script=Han}\u3040-\u30ff]+|[\p{L}\p{N}]+(?:[-_.+'’][\p{L}\p{N}]+)*/gu;
   var HAN = /^[\p{Script=Han}\u3040-\u30ff]/u;
-  var FIELDS = { t: 6, p: 3, k: 3, h: 2, s: 1, x: 0.7 };
+  var FIELDS = { t: 6, o: 4, p: 3, k: 3, h: 2, s: 1, x: 0.7 };
   var K1 = 1.2, B = 0.5;
 
   function stem(w) {
@@ -59,11 +59,13 @@
       var len = 0;
       function field(text, w) { tokens(text).forEach(function (t) { add(tf, t, w); len += w > 1 ? 0 : 1; }); }
       field(d.t, FIELDS.t);
+      field(d.o || "", FIELDS.o);
       field(d.p, FIELDS.p);
       field(d.k, FIELDS.k);
       d.s.forEach(function (s) { field(s[1], FIELDS.h); field(s[2], FIELDS.s); });
       field(d.x, FIELDS.x);
       d.len = Math.max(len, 20);
+      d.titleTokens = new Set(tokens(d.t + " " + (d.o || "")));
       total += d.len;
       tf.forEach(function (w, t) {
         var list = post.get(t);
@@ -115,7 +117,8 @@
     scores.forEach(function (s, i) {
       var d = docs[i];
       var cover = hits.get(i).size / qt.length;
-      s *= cover * cover;
+      var inTitle = qt.filter(function (t) { return d.titleTokens.has(t); }).length / qt.length;
+      s *= cover * cover * (1 + 0.6 * inTitle);
       if (phrase.length > 1) {
         if (d.t.toLowerCase().indexOf(phrase) >= 0) s *= 1.6;
         else if (d.s.some(function (x) { return x[2].toLowerCase().indexOf(phrase) >= 0; })) s *= 1.25;
