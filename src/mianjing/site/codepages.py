@@ -18,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .source import Snippet
 
 SRC_DIR = "src"
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
+_WHITESPACE_SPAN = re.compile(r'<span class="w">(\s*)</span>')
 
 # highlighted lines by the sha256 of the file's text: shared by both languages, kept between builds
 _HIGHLIGHTED: dict[str, list[str]] = {}
@@ -68,7 +70,9 @@ def _highlight(path: str, text: str) -> list[str]:
         except ClassNotFound:
             lexer = TextLexer(stripnl=False, ensurenl=True)
         n = len(text.splitlines())
-        lines = highlight(text, lexer, HtmlFormatter(nowrap=True)).split("\n")
+        out = highlight(text, lexer, HtmlFormatter(nowrap=True))
+        out = _WHITESPACE_SPAN.sub(r"\1", out)  # whitespace needs no colour: lighter pages
+        lines = out.split("\n")
         _HIGHLIGHTED[key] = (lines + [""] * n)[:n]
         _dirty = True
     return _HIGHLIGHTED[key]
@@ -149,7 +153,7 @@ def _file_page(path: str, lines: list[str], root: str) -> str:
                    for i, line in enumerate(lines, 1))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{html.escape(path)} · mianjing</title><meta name="robots" content="noindex">
+<title>{html.escape(path)} · mianjing</title><meta name="robots" content="noindex"><link rel="icon" href="data:,">
 <style>{_PAGE_CSS}</style></head>
 <body><header><a href="{root}">mianjing 面经</a> / <code>{html.escape(path)}</code></header>
 <pre class="highlight"><code>{body}</code></pre>

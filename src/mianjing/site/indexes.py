@@ -14,7 +14,7 @@ from collections import defaultdict
 from ..schema import Entry
 from .i18n import DIFFICULTY, ENV_KEYS, METHOD, OUTCOME, VERDICT, pick, t
 from .pages import (INDEX_COMPANY, INDEX_DIFFICULTY, INDEX_TOPIC, MISCONCEPTIONS, REPORT, SiteData, badge,
-                    entry_page, entry_path, env_value, page_url, plain, raw, rel, stars, up)
+                    entry_page, entry_path, env_value, inline, page_url, plain, raw, rel, stars, up)
 
 _e = html.escape
 
@@ -66,7 +66,7 @@ def questions_table(lang: str, data: SiteData) -> str:
                  "verdicts": " ".join(v for v in VERDICT if counts.get(v))}
         rows.append("<tr " + " ".join(f'data-{k}="{_e(v)}"' for k, v in attrs.items()) + ">"
                     f"<td>{data.number[e.id]}</td>"
-                    f'<td><a href="{page_url(entry_path(e))}">{_e(plain(e.question.get(lang)))}</a></td>'
+                    f'<td><a href="{page_url(entry_path(e))}">{inline(e.question.get(lang))}</a></td>'
                     f"<td>{_e(names.topic(e.topic, lang))}</td>"
                     f'<td title="{_e(pick(DIFFICULTY, e.difficulty, lang))}">{stars(e.difficulty)}</td>'
                     f"<td>{comp}</td><td>{team}</td><td>{rnd}</td><td>{_counts_html(counts, lang)}</td></tr>")
@@ -212,7 +212,7 @@ def misconceptions_page(lang: str, data: SiteData) -> str:
     rows = []
     for e, c in items:
         href = f"{up_}{page_url(entry_path(e))}#claim-{c.id}"
-        rows.append(f'<tr><td><a href="#m-{_e(c.id)}">{_e(plain(c.statement.get(lang)))}</a></td>'
+        rows.append(f'<tr><td><a href="#m-{_e(c.id)}">{inline(c.statement.get(lang))}</a></td>'
                     f"<td>{badge('verdict', c.verdict.value, pick(VERDICT, c.verdict.value, lang))}</td>"
                     f'<td><a href="{_e(href)}">{data.number[e.id]}</a></td></tr>')
     head = f"<tr><th>{t('lookup_claim', lang)}</th><th>{t('lookup_verdict', lang)}</th><th>{t('lookup_where', lang)}</th></tr>"
@@ -222,7 +222,7 @@ def misconceptions_page(lang: str, data: SiteData) -> str:
     for e, c in items:
         by_topic.setdefault(e.topic, []).append((e, c))
     for topic, group in by_topic.items():
-        out += [f"## {names.area(topic, lang)} › {names.topic(topic, lang)} ({len(group)}) {{#{_slug(topic)}}}", ""]
+        out += [f"## {names.topic(topic, lang)} ({len(group)}) {{#{_slug(topic)}}}", ""]
         for e, c in group:
             verdict = c.verdict.value
             outcome = data.outcome(c)
@@ -273,7 +273,7 @@ def report_page(lang: str, data: SiteData) -> str:
             dur_s = f"{dur:.2f} s" if isinstance(dur, (int, float)) and outcome not in ("stale", "citation", "opinion") else ""
             href = f"{up_}{page_url(entry_path(e))}#claim-{c.id}"
             rows.append(f'<tr data-verdict="{c.verdict.value}" data-method="{c.method.value}" data-outcome="{outcome}">'
-                        f'<td><a href="{_e(href)}">{_e(plain(c.statement.get(lang)))}</a><br><code>{_e(c.id)}</code></td>'
+                        f'<td><a href="{_e(href)}">{inline(c.statement.get(lang))}</a><br><code>{_e(c.id)}</code></td>'
                         f"<td>{badge('verdict', c.verdict.value, pick(VERDICT, c.verdict.value, lang))}</td>"
                         f"<td>{pick(METHOD, c.method.value, lang)}</td>"
                         f"<td>{badge('outcome', outcome, pick(OUTCOME, outcome, lang))}</td><td>{dur_s}</td></tr>")
@@ -284,7 +284,7 @@ def report_page(lang: str, data: SiteData) -> str:
                 f"<th>{t('outcome', lang)}</th><th>{t('duration', lang)}</th></tr>")
         sections.append(
             f'<section class="mj-rep" id="r-{_e(e.id)}"><div class="mj-rep-head">'
-            f'<a href="{up_}{page_url(entry_path(e))}">{data.number[e.id]}. {_e(plain(e.question.get(lang)))}</a>'
+            f'<a href="{up_}{page_url(entry_path(e))}">{data.number[e.id]}. {inline(e.question.get(lang))}</a>'
             f'<span class="mj-rep-tally">{tally}</span></div>'
             f'<div class="mj-scroll"><table class="mj-rep-table"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div></section>')
     out += [f"## {t('summary', lang)} {{#summary}}", ""]

@@ -142,7 +142,7 @@ _DOLLARS = re.compile(r"\$([^$]+)\$")
 
 
 def inline_html(text: str, on_error=None) -> str:
-    """Plain text with ``$...$`` maths, as HTML (for raw-HTML places such as figure captions)."""
+    """Text with ``$...$`` maths, `code` and **bold**, as HTML (raw-HTML places: captions, table cells)."""
     out, last = [], 0
     for m in _DOLLARS.finditer(text):
         out.append(html.escape(text[last : m.start()]))
@@ -154,7 +154,8 @@ def inline_html(text: str, on_error=None) -> str:
             out.append(f'<code class="mj-tex-error">{html.escape(m.group(1))}</code>')
         last = m.end()
     out.append(html.escape(text[last:]))
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", "".join(out))
+    joined = re.sub(r"`([^`]+)`", r"<code>\1</code>", "".join(out))
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", joined)
 
 
 def load_cache(path: Path) -> None:

@@ -120,10 +120,13 @@ def rel(frm: str, to: str) -> str:
 
 
 def plain(text: str) -> str:
-    """Text for places that do not render markdown (nav, titles): maths and markup stripped."""
-    text = re.sub(r"\$+", "", text)
-    text = re.sub(r"[`*]", "", text)
-    return " ".join(text.split())
+    """Text for places that render neither markdown nor HTML (nav, titles): maths as text, markup stripped."""
+    return plain_text(text, mathml.to_text)
+
+
+def inline(text: str) -> str:
+    """One line of author markdown as HTML for raw-HTML places (tables): maths, `code`, **bold**."""
+    return mathml.inline_html(" ".join(text.split()))
 
 
 def env_value(v) -> str:

@@ -112,7 +112,8 @@
         });
       });
     });
-    var phrase = q.trim().toLowerCase();
+    var flat = function (x) { return x.toLowerCase().replace(/[-_]/g, " "); };
+    var phrase = flat(q.trim());
     var out = [];
     scores.forEach(function (s, i) {
       var d = docs[i];
@@ -120,8 +121,8 @@
       var inTitle = qt.filter(function (t) { return d.titleTokens.has(t); }).length / qt.length;
       s *= cover * cover * (1 + 0.6 * inTitle);
       if (phrase.length > 1) {
-        if (d.t.toLowerCase().indexOf(phrase) >= 0) s *= 1.6;
-        else if (d.s.some(function (x) { return x[2].toLowerCase().indexOf(phrase) >= 0; })) s *= 1.25;
+        if (flat(d.t).indexOf(phrase) >= 0) s *= 1.6;
+        else if (d.s.some(function (x) { return flat(x[2]).indexOf(phrase) >= 0; })) s *= 1.25;
       }
       out.push({ doc: d, score: s, cover: cover });
     });
