@@ -150,7 +150,7 @@ def grpo_family_advantages(lang: str) -> Figure:
                       ("token-mean", L(lang, "DAPO：全部 token 平均", "DAPO: mean over all tokens")),
                       ("seq-mean-token-sum-norm", L(lang, "Dr. GRPO：除以常数", "Dr. GRPO: ÷ a constant"))):
         r = torch.ones(G, T, requires_grad=True)
-        loss = aggregate(-a_grpo[:, None] * r, mask, agg)
+        loss = aggregate(-a_grpo[:, None] * r, mask, agg, norm_constant=float(T))  # Dr. GRPO: ÷ the max length
         (grad,) = torch.autograd.grad(loss, r)
         pushes[name] = -grad[:, 0] * 1000  # per token, scaled for reading
     fig = Figure(figsize=(7.0, 2.9))

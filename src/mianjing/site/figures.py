@@ -262,9 +262,9 @@ def draw(root: Path, ref: str, lang: str) -> tuple[bytes | None, list[str]]:
         except Exception as exc:  # the figure's own code failed: say where, in one line
             import traceback
 
-            tb = traceback.extract_tb(exc.__traceback__)
-            here = next((f"{Path(f.filename).relative_to(root)}:{f.lineno}" for f in reversed(tb)
-                         if Path(f.filename).is_relative_to(root)), "?")
+            tb = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).is_relative_to(root)]
+            spots = [f"{Path(f.filename).relative_to(root)}:{f.lineno}" for f in tb]
+            here = " → ".join(dict.fromkeys([spots[0], spots[-1]])) if spots else "?"
             return None, [f"{type(exc).__name__}: {' '.join(str(exc).split())} (at {here})"]
         if not isinstance(fig, Figure):
             return None, [f"returned {type(fig).__name__}, not a matplotlib Figure"]

@@ -134,6 +134,25 @@ def on_page_content(html, page, config, files, **kwargs):
     return P.fill_raw(mathml.render(html, on_error=problem))
 
 
+_PRE = re.compile(r"(<pre\b.*?</pre>)", re.S)
+_INDENT = re.compile(r"[ \t]*\n\s*")
+
+
+def compact(html: str) -> str:
+    """Drop the templates' indentation: a run of blanks holding a line break becomes one line break
+    (which renders as the same single space), except inside <pre>. About a tenth of every page."""
+    parts = _PRE.split(html)
+    return "".join(p if i % 2 else _INDENT.sub("\n", p) for i, p in enumerate(parts))
+
+
+def on_post_page(output, page, config, **kwargs):
+    return compact(output)
+
+
+def on_post_template(output_content, template_name, config, **kwargs):
+    return compact(output_content) if template_name.endswith(".html") else output_content
+
+
 def on_template_context(context, template_name, config, **kwargs):
     """The 404 page is served at any depth: its links must be absolute, to its own language's root."""
     if template_name == "404.html":
