@@ -166,6 +166,17 @@ def test_xrightarrow_is_a_stretchy_arrow_under_its_label():
     assert '<mover><mo stretchy="true">&#x02192;</mo>' in out and "mpadded" not in out and "voffset" not in out
 
 
+def test_aligned_lines_sized_braces_and_side_by_side_equations():
+    from mianjing.site.mathml import render, split_qquad, to_mathml
+
+    out = to_mathml(r"\begin{aligned}J&=\Big\{a\\&\quad+b\Big\}\end{aligned}", True)
+    assert "<mtable>" in out and 'columnalign="left"' in out and "&amp;" not in out.split("<annotation")[0]
+    assert '<mo stretchy="true" minsize="1.623em" maxsize="1.623em">{</mo>' in out and "\\{" not in out.split("<annotation")[0]
+    assert split_qquad(r"a=\frac{1\qquad 2}{3},\qquad b=2\qquad(\text{c})") == [r"a=\frac{1\qquad 2}{3},", "b=2", r"(\text{c})"]
+    html = render('<div class="arithmatex">\\[a=1,\\qquad b=2\\]</div>')
+    assert html.startswith('<div class="mj-display mj-multi"><math') and html.count("<math") == 2
+
+
 def test_long_inline_formulas_can_scroll_on_a_phone():
     from mianjing.site.mathml import render
 

@@ -71,11 +71,3 @@ def watched(browser, site_url):
     w = Watched(page, site_url)
     yield w
     ctx.close()
-
-
-@pytest.fixture
-def phone(browser, site_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True, has_touch=True)
-    page = ctx.new_page()
-    yield Watched(page, site_url)
-    ctx.close()

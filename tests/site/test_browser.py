@@ -148,50 +148,59 @@ def test_every_figure_is_drawn_in_both_languages(watched, site_url, real_site):
     assert watched.errors == []
 
 
-def test_no_horizontal_overflow_on_a_phone(phone, site_url, real_site):
-    """Every page, both languages, 390 px wide, every card opened: nothing wider than the screen
-    (a formula or a table may scroll inside its own box)."""
-    page = phone.page
-    bad = []
+_PHONE_OVERFLOW = """() => {
+  const vw = window.innerWidth, out = [];
+  if (document.documentElement.scrollWidth > vw) out.push('page ' + document.documentElement.scrollWidth);
+  const art = document.querySelector('article');
+  for (const el of art ? art.querySelectorAll('*') : []) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.right <= vw + 1) continue;
+    let p = el.parentElement, scrolls = false;
+    while (p && p !== art) {
+      const cs = getComputedStyle(p);
+      if ((cs.overflowX === 'auto' || cs.overflowX === 'scroll') && p.getBoundingClientRect().right <= vw + 1) { scrolls = true; break; }
+      p = p.parentElement;
+    }
+    if (!scrolls) out.push(el.tagName.toLowerCase() + ' ' + (el.textContent || '').trim().slice(0, 40));
+  }
+  return out.slice(0, 3);
+}"""
+
+_FORMULAS_TOO_WIDE = """() => [...document.querySelectorAll('article .mj-display')].map(d => {
+    const col = d.closest('article').getBoundingClientRect(), r = d.getBoundingClientRect();
+    const tooWide = d.scrollWidth > d.clientWidth + 1 || r.right > col.right + 1;  /* cut off, or needs scrolling */
+    return tooWide ? (d.querySelector('annotation') || d).textContent.slice(0, 60) : null;
+  }).filter(Boolean)"""
+
+
+@pytest.fixture(scope="module")
+def layout(browser, site_url, real_site):
+    """One pass over every page, both languages, every card opened: at 1280 px the display formulas
+    that do not fit their column, then at 390 px whatever is wider than the screen (a formula or a
+    table may scroll inside its own box)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    formulas, phone = [], []
     for path in pages_of(real_site[0]) + ["404.html", "en/404.html"]:
+        page.set_viewport_size({"width": 1280, "height": 900})
         page.goto(site_url + path)
         page.evaluate(UNFOLD)
-        res = page.evaluate("""() => {
-          const vw = window.innerWidth, out = [];
-          if (document.documentElement.scrollWidth > vw) out.push('page ' + document.documentElement.scrollWidth);
-          const art = document.querySelector('article');
-          for (const el of art ? art.querySelectorAll('*') : []) {
-            const r = el.getBoundingClientRect();
-            if (r.width === 0 || r.right <= vw + 1) continue;
-            let p = el.parentElement, scrolls = false;
-            while (p && p !== art) {
-              const cs = getComputedStyle(p);
-              if ((cs.overflowX === 'auto' || cs.overflowX === 'scroll') && p.getBoundingClientRect().right <= vw + 1) { scrolls = true; break; }
-              p = p.parentElement;
-            }
-            if (!scrolls) out.push(el.tagName.toLowerCase() + ' ' + (el.textContent || '').trim().slice(0, 40));
-          }
-          return out.slice(0, 3);
-        }""")
-        if res:
-            bad.append(f"{path}: {res}")
-    assert not bad, "\n".join(bad)
+        formulas += [f"{path}: {tex}" for tex in page.evaluate(_FORMULAS_TOO_WIDE)]
+        page.set_viewport_size({"width": 390, "height": 844})
+        wide = page.evaluate(_PHONE_OVERFLOW)
+        if wide:
+            phone.append(f"{path}: {wide}")
+    ctx.close()
+    return {"formulas": formulas, "phone": phone}
 
 
-def test_display_formulas_fit_their_column(watched, site_url, real_site):
+def test_no_horizontal_overflow_on_a_phone(layout):
+    assert not layout["phone"], "\n".join(layout["phone"])
+
+
+def test_display_formulas_fit_their_column(layout):
     """On a desktop every display formula fits the text column; none is cut off or needs scrolling."""
-    page = watched.page
-    bad = []
-    for path in [p for p in pages_of(real_site[0]) if "q/" in p]:
-        page.goto(site_url + path)
-        page.evaluate(UNFOLD)
-        res = page.evaluate("""() => [...document.querySelectorAll('article .mj-display')].map(d => {
-            const m = d.querySelector('math'), col = d.closest('article').getBoundingClientRect();
-            const r = m.getBoundingClientRect();
-            return (r.width > d.clientWidth + 1 || r.right > col.right + 1) ? (d.querySelector('annotation') || m).textContent.slice(0, 60) : null;
-          }).filter(Boolean)""")
-        bad += [f"{path}: {tex}" for tex in res]
-    assert not bad, "\n".join(bad)
+    assert not layout["formulas"], "\n".join(layout["formulas"])
 
 
 def test_lists_render_as_lists(real_site):

@@ -138,10 +138,21 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         return io.BytesIO(body)
 
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return  # the browser went elsewhere before the page arrived: nothing to report
+        super().handle_error(request, client_address)
+
+
 def make_server(site_dir: Path, host: str = "127.0.0.1", port: int = 0) -> http.server.ThreadingHTTPServer:
     """An HTTP server for a built site (``port=0``: a free port)."""
     handler = functools.partial(Handler, directory=str(site_dir))
-    return http.server.ThreadingHTTPServer((host, port), handler)
+    return Server((host, port), handler)
 
 
 def serve_in_thread(site_dir: Path) -> tuple[http.server.ThreadingHTTPServer, str]:

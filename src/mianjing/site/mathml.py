@@ -21,10 +21,11 @@ from pathlib import Path
 _SPAN = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>', re.S)
 _DIV = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
 _UNKNOWN = re.compile(r"<mi>(\\[A-Za-z]+)</mi>")
+_SIZED_BRACE = re.compile(r"(<mo minsize=[^>]*>)\\([{}|])</mo>")
 _NUMERIC_ENTITY = re.compile(r"&#x([0-9A-Fa-f]+);")
 _XARROW = re.compile(r"\\x(right|left)arrow\s*(?=\{)")
 
-CACHE_VERSION = "3"  # bump when the output of to_mathml changes
+CACHE_VERSION = "5"  # bump when the output of to_mathml changes
 INLINE_SCROLL_CHARS = 48  # inline formulas with longer TeX get a box that can scroll on a phone
 
 _cache: dict[str, str] = {}
@@ -65,6 +66,40 @@ def _arrows(tex: str) -> str:
         tex = f"{tex[: m.start()]}\\overset{{\\;{label}\\;}}{{\\{m.group(1)}arrow}}{tex[end:]}"
 
 
+def _environments(tex: str) -> str:
+    """``aligned`` (which latex2mathml does not know) as the equivalent ``array`` of right/left columns."""
+    return (tex.replace("\\begin{aligned}", "\\begin{array}{rlrlrl}")
+               .replace("\\end{aligned}", "\\end{array}"))
+
+
+def split_qquad(tex: str) -> list[str]:
+    """A display formula's equations written side by side (``a,\\qquad b``): one piece each, so that a
+    narrow column can put them one under the other. Only ``\\qquad`` at the top level splits."""
+    pieces, depth, start, i = [], 0, 0, 0
+    env = 0
+    while i < len(tex):
+        if tex.startswith("\\begin{", i):
+            env += 1
+        elif tex.startswith("\\end{", i):
+            env -= 1
+        c = tex[i]
+        if c == "\\":
+            if depth == 0 and env == 0 and tex.startswith("\\qquad", i) and not tex[i + 6 : i + 7].isalpha():
+                pieces.append(tex[start:i])
+                i += 6
+                start = i
+                continue
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        i += 1
+    pieces.append(tex[start:])
+    return [p.strip() for p in pieces if p.strip()]
+
+
 def to_mathml(tex: str, display: bool = False) -> str:
     """LaTeX -> MathML; MathError for input latex2mathml cannot read or commands it does not know."""
     global _cache_dirty
@@ -74,7 +109,7 @@ def to_mathml(tex: str, display: bool = False) -> str:
     from latex2mathml.converter import convert
 
     try:
-        out = convert(_arrows(tex), display="block" if display else "inline")
+        out = convert(_environments(_arrows(tex)), display="block" if display else "inline")
     except MathError:
         raise
     except Exception as exc:  # latex2mathml raises many kinds
@@ -86,6 +121,9 @@ def to_mathml(tex: str, display: bool = False) -> str:
     out = out.replace("<mover><mrow><mo>&#x02192;</mo></mrow>", '<mover><mo stretchy="true">&#x02192;</mo>')
     out = out.replace("<mover><mrow><mo>&#x02190;</mo></mrow>", '<mover><mo stretchy="true">&#x02190;</mo>')
     out = out.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "", 1)
+    # sized braces (\\Big\\{) come out with their backslash; a sized delimiter must be allowed to stretch
+    out = _SIZED_BRACE.sub(r"\1\2</mo>", out)
+    out = out.replace("<mo minsize=", '<mo stretchy="true" minsize=')
     # keep the source for copy/paste and for screen readers that prefer it
     annotation = f'<annotation encoding="application/x-tex">{html.escape(tex, quote=False)}</annotation>'
     out = out.replace("<math ", '<math class="mj-math" ', 1)
@@ -189,16 +227,18 @@ def render(html_text: str, on_error=None) -> str:
             shown_as_block = display
             if tex.startswith(DISPLAY_MARK.strip()):
                 tex, shown_as_block = tex[len(DISPLAY_MARK.strip()):].strip(), True
+            pieces = split_qquad(tex) if shown_as_block else [tex]
             try:
-                math = to_mathml(tex, shown_as_block)
+                math = "".join(to_mathml(p, shown_as_block) for p in pieces)
             except MathError as exc:
                 if on_error is not None:
                     on_error(str(exc))
                 return f'<code class="mj-tex-error">{html.escape(tex)}</code>'
+            cls = "mj-display mj-multi" if len(pieces) > 1 else "mj-display"
             if display:
-                return f'<div class="mj-display">{math}</div>'
+                return f'<div class="{cls}">{math}</div>'
             if shown_as_block:  # a display formula inside a paragraph or list item
-                return f'<span class="mj-display">{math}</span>'
+                return f'<span class="{cls}">{math}</span>'
             if len(tex) > INLINE_SCROLL_CHARS:
                 return f'<span class="mj-iscroll">{math}</span>'
             return math
