@@ -26,7 +26,7 @@ _NUMERIC_ENTITY = re.compile(r"&#x([0-9A-Fa-f]+);")
 _XARROW = re.compile(r"\\x(right|left)arrow\s*(?=\{)")
 
 CACHE_VERSION = "5"  # bump when the output of to_mathml changes
-INLINE_SCROLL_CHARS = 48  # inline formulas with longer TeX get a box that can scroll on a phone
+INLINE_SCROLL_CHARS = 20  # inline formulas with longer TeX get a box that can scroll on a phone
 
 _cache: dict[str, str] = {}
 _cache_dirty = False
@@ -73,8 +73,8 @@ def _environments(tex: str) -> str:
 
 
 def split_qquad(tex: str) -> list[str]:
-    """A display formula's equations written side by side (``a,\\qquad b``): one piece each, so that a
-    narrow column can put them one under the other. Only ``\\qquad`` at the top level splits."""
+    """A display formula's equations written side by side (``a,\\qquad b`` or ``a,\\quad b``): one piece
+    each, so that a narrow column can put them one under the other. Only top-level spaces split."""
     pieces, depth, start, i = [], 0, 0, 0
     env = 0
     while i < len(tex):
@@ -84,12 +84,19 @@ def split_qquad(tex: str) -> list[str]:
             env -= 1
         c = tex[i]
         if c == "\\":
-            if depth == 0 and env == 0 and tex.startswith("\\qquad", i) and not tex[i + 6 : i + 7].isalpha():
-                pieces.append(tex[start:i])
-                i += 6
-                start = i
+            word = re.match(r"\\([A-Za-z]+)", tex[i:])
+            if word and word.group(1) in ("left", "right"):
+                depth += 1 if word.group(1) == "left" else -1
+                i += len(word.group(0))
                 continue
-            i += 2
+            for space in ("\\qquad", "\\quad"):
+                if depth == 0 and env == 0 and tex.startswith(space, i) and not tex[i + len(space): i + len(space) + 1].isalpha():
+                    pieces.append(tex[start:i])
+                    i += len(space)
+                    start = i
+                    break
+            else:
+                i += 2
             continue
         if c == "{":
             depth += 1
@@ -229,7 +236,13 @@ def render(html_text: str, on_error=None) -> str:
                 tex, shown_as_block = tex[len(DISPLAY_MARK.strip()):].strip(), True
             pieces = split_qquad(tex) if shown_as_block else [tex]
             try:
-                math = "".join(to_mathml(p, shown_as_block) for p in pieces)
+                try:
+                    math = "".join(to_mathml(p, shown_as_block) for p in pieces)
+                except MathError:
+                    if len(pieces) == 1:
+                        raise
+                    pieces = [tex]  # the pieces do not stand alone: keep the formula whole
+                    math = to_mathml(tex, shown_as_block)
             except MathError as exc:
                 if on_error is not None:
                     on_error(str(exc))
