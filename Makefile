@@ -38,13 +38,13 @@ test: setup
 	$(BIN)/mianjing verify -j $(JOBS)
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider
 
-# Optional: cross-check impls/rl against verl's core_algos in a separate venv (CPU torch only).
+# Optional: cross-check impls/rl against verl, TRL and OpenRLHF in a separate venv (CPU torch only).
 ORACLES := .venv-oracles
 oracles:
 	test -x $(ORACLES)/bin/python || $(PY) -m venv $(ORACLES)
 	$(ORACLES)/bin/pip install -q torch==2.13.0 numpy pytest pytest-timeout hypothesis pydantic
-	$(ORACLES)/bin/pip install -q --no-deps verl==0.9.1 tensordict==0.10.0
-	$(ORACLES)/bin/pip install -q "pyvers>=0.1,<0.2" cloudpickle orjson importlib_metadata omegaconf codetiming transformers torch==2.13.0
+	$(ORACLES)/bin/pip install -q --no-deps verl==0.9.1 tensordict==0.10.0 trl==1.16.0 openrlhf==0.11.2
+	$(ORACLES)/bin/pip install -q "pyvers>=0.1,<0.2" cloudpickle orjson importlib_metadata omegaconf codetiming transformers accelerate datasets torch==2.13.0
 	PYTHONPATH=. $(ORACLES)/bin/python -m pytest tests/oracles -q -o addopts=""
 
 clean:

@@ -1,11 +1,14 @@
 r"""GAE as a parallel scan: $O(\log T)$ sequential depth instead of a $T$-step loop.
 
-GAE is the first-order linear recurrence (run backwards in time)
+GAE is the first-order linear recurrence (run backwards in time; conventions of
+:func:`impls.rl.gae.gae`: masked tokens skipped, ``dones`` end episodes)
 
-$$\hat A_t = \delta_t + c_t \hat A_{t+1},\qquad
-  \delta_t = m_t\,(r_t + \gamma m_{t+1} V_{t+1} - V_t),\qquad c_t = \gamma\lambda\, m_t m_{t+1},$$
+$$\hat A_t = m_t\delta_t + a_t \hat A_{t+1},\qquad
+  \delta_t = r_t + \gamma\,\ell_t V_{\mathrm{next}(t)} - V_t,\qquad a_t = c_t\,(\gamma\lambda\, m_t + 1 - m_t),$$
 
-with $\hat A_T = 0$. Each step is an affine map $f_t(x) = b_t + a_t x$ ($a_t = c_t$, $b_t = \delta_t$),
+with $\hat A_T = 0$, $c_t = 1-\mathrm{done}_t$, $\mathrm{next}(t)$ the next response token and $\ell_t = 0$
+if an episode ends in $[t, \mathrm{next}(t))$. A masked token has $a_t = c_t$: it passes the advantage
+through unchanged. Each step is an affine map $f_t(x) = b_t + a_t x$ ($b_t = m_t\delta_t$),
 and composing two affine maps is associative:
 
 $$(a_1, b_1) \circ (a_2, b_2) = (a_1 a_2,\; b_1 + a_1 b_2),$$
@@ -25,8 +28,7 @@ $W_{ij} = (\gamma\lambda)^{j-i}$ (:func:`discounted_suffix_sum`): $O(BTC)$ flops
 passes, which is what a CPU (memory-bound here) rewards.
 Only products of the $a_t\in[0,1]$ are ever formed — no $(\gamma\lambda)^{-t}$ rescaling and no
 subtraction — so the result is as stable in fp32 as the loop for $\gamma\lambda \to 1$ and
-$T = 32\text{k}$. Interior resets ($m_t = 0$ inside a row) simply make $a_t = 0$.
-Same conventions and results as :func:`impls.rl.gae.gae`.
+$T = 32\text{k}$. An episode end makes $a_t = 0$. Same conventions and results as :func:`impls.rl.gae.gae`.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ def linear_scan_reverse(
     P, X = _hillis_steele_reverse(a.reshape(B, n, C), b.reshape(B, n, C), stats)
     if n > 1:
         # chunk heads: y_k = X_k0 + P_k0 * y_{k+1}, y_n = 0 (y_k = x at the start of chunk k)
-        _, Y = _hillis_steele_reverse(P[:, :, 0].contiguous(), X[:, :, 0].contiguous(), stats)
+        # clone: with C = 1 the heads are X itself, and the scan reuses its inputs as buffers
+        _, Y = _hillis_steele_reverse(P[:, :, 0].clone(), X[:, :, 0].clone(), stats)
         carry = torch.nn.functional.pad(Y[:, 1:], (0, 1))  # x at the start of the next chunk
         X.addcmul_(P, carry.unsqueeze(-1))
         if stats is not None:
@@ -111,48 +114,69 @@ def gae_scan(
     gamma: float,
     lam: float,
     *,
+    dones: torch.Tensor | None = None,
     chunk_size: int = 128,
     stats: dict | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Raw GAE advantages and returns ``[B, T]`` (>= fp32) by a parallel scan; same results as ``gae``.
 
-    $\delta_t = m_t(r_t + \gamma m_{t+1} V_{t+1} - V_t)$, $\hat A_t = \delta_t + \gamma\lambda m_t m_{t+1}
-    \hat A_{t+1}$, $\hat R_t = m_t(\hat A_t + V_t)$: the value after the last response token is 0,
-    padded positions give 0, a zero inside a row resets the recursion. Follows the inputs' device.
-    ``stats["rounds"]`` (if a dict is passed) records the sequential depth of the scan.
+    Same conventions as :func:`impls.rl.gae.gae`: masked tokens are skipped (value and advantage
+    carried across them), ``dones`` ends episodes (default: one per row), masked positions give 0.
+    As one affine recurrence over all positions, with $c_t = 1-\mathrm{done}_t$:
+
+    $$\hat A_t = m_t\,\delta_t + a_t\hat A_{t+1},\quad a_t = c_t\,(\gamma\lambda\, m_t + 1 - m_t),\quad
+      \delta_t = r_t + \gamma\,[\text{no end in } [t, \mathrm{next}(t))]\,V_{\mathrm{next}(t)} - V_t,$$
+
+    where $\mathrm{next}(t)$ (the next response token) comes from one native reverse ``cummin`` over
+    positions and the end test from one ``cumsum`` of ``dones``. Follows the inputs' device.
+    ``stats["rounds"]`` (if a dict is passed) records the sequential depth of the affine scan.
     """
     if rewards.dim() != 2:
         raise ValueError(f"expected [B, T] tensors, got rewards of shape {tuple(rewards.shape)}")
-    if values.shape != rewards.shape or mask.shape != rewards.shape:
+    if values.shape != rewards.shape or mask.shape != rewards.shape or (dones is not None and dones.shape != rewards.shape):
         raise ValueError(
-            f"rewards, values, mask must share one [B, T] shape, got {tuple(rewards.shape)}, "
-            f"{tuple(values.shape)}, {tuple(mask.shape)}"
+            f"rewards, values, mask (and dones) must share one [B, T] shape, got {tuple(rewards.shape)}, "
+            f"{tuple(values.shape)}, {tuple(mask.shape)}" + ("" if dones is None else f", {tuple(dones.shape)}")
         )
     if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
     dt = reduce_dtype(torch.promote_types(rewards.dtype, values.dtype))
     dev = rewards.device
-    m = (mask.to(dev) != 0).to(dt)
-    v = values.to(device=dev, dtype=dt) * m
-    # delta_t = m_t (r_t + gamma V_{t+1} - V_t); v is already 0 wherever m_{t+1} = 0.
-    delta = rewards.to(dt) * m
-    delta.sub_(v)
-    delta[:, :-1].add_(v[:, 1:], alpha=gamma)
-    delta.mul_(m)
-    if has_resets(m):
-        # c_t = gamma lam m_t m_{t+1}, and c_{T-1} = 0 (nothing follows the last column)
-        coef = m * (gamma * lam)
-        coef[:, :-1].mul_(m[:, 1:])
-        coef[:, -1:] = 0.0
-        adv = linear_scan_reverse(coef, delta, chunk_size=chunk_size, stats=stats, _owned=True)
-    else:  # right padding only: every live decay is the same gamma*lam, so a chunk is one GEMM
+    valid = mask.to(dev) != 0
+    m = valid.to(dt)
+    zero = torch.zeros((), dtype=dt, device=dev)
+    v = torch.where(valid, values.to(device=dev, dtype=dt), zero)
+    r = torch.where(valid, rewards.to(dt), zero)
+    if dones is None and not has_resets(m):
+        # right padding only: V_next(t) is V_{t+1} (0 on the pads), every live decay is gamma*lam,
+        # and delta_t = 0 on the pads, so a chunk is one GEMM.
+        delta = r - v
+        delta[:, :-1].add_(v[:, 1:], alpha=gamma)
+        delta.mul_(m)
         adv = discounted_suffix_sum(delta, gamma * lam, chunk_size=min(chunk_size, 64), stats=stats).mul_(m)
+        return adv, (adv + v).mul_(m)
+    B, T = m.shape
+    cont = torch.ones_like(m) if dones is None else (dones.to(dev) == 0).to(dt)
+    # next(t) = the first response token after t (T if none): a reverse running minimum of positions
+    pos = torch.arange(T, device=dev).expand(B, T)
+    idx = torch.where(valid, pos, torch.full_like(pos, T))
+    nxt = torch.full_like(pos, T)
+    if T > 1:
+        nxt[:, :-1] = idx[:, 1:].flip(-1).cummin(dim=-1).values.flip(-1)
+    v_next = torch.nn.functional.pad(v, (0, 1)).gather(1, nxt)  # V at next(t), 0 past the row end
+    # an episode end in [t, next(t)) cuts the bootstrap: count ends with an exclusive prefix sum
+    ends = torch.nn.functional.pad((1.0 - cont).cumsum(dim=-1), (1, 0))  # ends[:, k] = #ends before k
+    linked = (ends.gather(1, nxt) - ends[:, :T]) == 0
+    delta = torch.where(valid & linked, r + gamma * v_next - v, r - v).mul_(m)
+    coef = cont * (m * (gamma * lam) + (1.0 - m))
+    coef[:, -1:] = 0.0  # nothing follows the last column
+    adv = linear_scan_reverse(coef, delta, chunk_size=chunk_size, stats=stats, _owned=True).mul_(m)
     returns = (adv + v).mul_(m)
     return adv, returns
 
 
 def has_resets(m: torch.Tensor) -> bool:
-    """True if some row of the 0/1 mask has a 0 before a 1 (left padding or an interior reset)."""
+    """True if some row of the 0/1 mask has a 0 before a 1 (left padding or interior masked tokens)."""
     return bool((m[:, :-1] < m[:, 1:]).any()) if m.shape[-1] > 1 else False
 
 

@@ -15,6 +15,10 @@ import torch
 __all__ = [
     "grpo_advantages",
     "rloo_advantages",
+    "reinforce_pp_baseline_advantages",
+    "remax_advantages",
+    "gpg_advantages",
+    "OUTCOME_ADVANTAGES",
     "dynamic_sampling_filter",
     "overlong_penalty",
 ]
@@ -92,3 +96,59 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -> tor
     dtype = torch.float64 if lengths.dtype == torch.float64 else torch.float32
     excess = lengths.to(dtype) - (max_len - cache_len)
     return -(excess / cache_len).clamp(min=0.0, max=1.0)
+
+
+def reinforce_pp_baseline_advantages(scores: torch.Tensor, group_size: int, mask: torch.Tensor) -> torch.Tensor:
+    r"""REINFORCE++-baseline (Hu et al. 2025, arXiv 2501.03262): ``[N, T]`` token advantages.
+
+    $A_i = r_i - \mathrm{mean}_g(r)$ (the group mean, no group std), broadcast over the response tokens of
+    answer $i$, then whitened over *all* valid tokens of the batch: $\tilde A = (A - \mu_B)/\sigma_B$. The
+    scale comes from the batch, so a group of nearly equal scores is not blown up as GRPO's $1/\mathrm{std}_g$ can.
+    A group of one gets baseline 0 (as verl). 0 on masked positions.
+    """
+    from impls.rl.masking import whiten
+
+    r = _grouped(scores, group_size)
+    base = r.mean(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(r[:, :1])
+    adv = (r - base).reshape(-1)
+    if mask.dim() != 2 or mask.shape[0] != adv.shape[0]:
+        raise ValueError(f"mask must be [N, T] with N = {adv.shape[0]}, got {tuple(mask.shape)}")
+    m = (mask != 0).to(device=adv.device, dtype=adv.dtype)
+    return whiten(adv[:, None] * m, m)
+
+
+def remax_advantages(scores: torch.Tensor, greedy_scores: torch.Tensor) -> torch.Tensor:
+    r"""ReMax (Li et al. 2024, arXiv 2310.10505): $A_i = r(x_i, y_i) - r(x_i, \bar y_i)$, the baseline being the
+    reward of the greedy answer $\bar y_i$ to the same prompt. It depends on the prompt only, not on the sampled
+    answer, so the policy gradient stays unbiased. ``[N]`` scores and ``[N]`` greedy scores -> ``[N]``."""
+    if scores.shape != greedy_scores.shape or scores.dim() != 1:
+        raise ValueError(f"scores and greedy_scores must both be [N], got {tuple(scores.shape)} and {tuple(greedy_scores.shape)}")
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    return scores.to(dtype) - greedy_scores.to(device=scores.device, dtype=dtype)
+
+
+def gpg_advantages(scores: torch.Tensor, group_size: int, f_norm: float = 1.0) -> torch.Tensor:
+    r"""GPG (Chu et al. 2025, arXiv 2504.02546): $A_i = \alpha\,(r_i - \mathrm{mean}_g(r)) / F_{norm}$ with
+    $\alpha = N / N_{valid}$, $N_{valid}$ the number of answers in groups whose scores are not all equal (the
+    others have $A = 0$ and would dilute a batch mean). Used with the plain loss $-A\log\pi$ (no ratio, no clip).
+    The group mean includes the answer's own score, so $E[\hat g] = c\,\nabla J$ with a positive scalar $c$:
+    the direction is unbiased, the scale is not (checked by enumeration in the verifiers).
+    """
+    if group_size < 2:
+        raise ValueError("GPG needs group_size >= 2")
+    if f_norm <= 0:
+        raise ValueError(f"f_norm must be positive, got {f_norm}")
+    r = _grouped(scores, group_size)
+    valid = (r.amax(dim=1, keepdim=True) != r.amin(dim=1, keepdim=True)).expand_as(r)
+    alpha = r.numel() / valid.sum().clamp_min(1).to(r.dtype)
+    adv = torch.where(valid, r - r.mean(dim=1, keepdim=True), torch.zeros((), dtype=r.dtype, device=r.device))
+    return (alpha * adv / f_norm).reshape(-1)
+
+
+# Outcome advantage estimators that take ``(scores [N], group_size)`` and return ``[N]`` (verl's registry idea).
+OUTCOME_ADVANTAGES = {
+    "grpo": grpo_advantages,
+    "dr_grpo": lambda scores, group_size: grpo_advantages(scores, group_size, scale_by_std=False),
+    "rloo": rloo_advantages,
+    "gpg": gpg_advantages,
+}

@@ -52,14 +52,20 @@ def ppo_clip_loss(
     clip_high: float | None = None,
     dual_clip: float | None = None,
     agg: str = "token-mean",
+    *,
+    norm_constant: float | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    r"""PPO clipped policy loss $-\mathrm{agg}_t \min(r_t A_t, \mathrm{clip}(r_t)A_t)$, $r_t=\exp(\log\pi-\log\pi_{old})$.
+    r"""PPO clipped policy loss $-\mathrm{agg}_t\, w_t \min(r_t A_t, \mathrm{clip}(r_t)A_t)$, $r_t=\exp(\log\pi-\log\pi_{old})$.
 
     ``logp_old`` and ``advantages`` are treated as constants (detached). The ratio is computed in
-    fp32 (fp64 stays fp64). Returns ``(loss, stats)``; stats (python floats, masked means):
-    ``clip_frac`` (tokens whose clipped branch is active, i.e. gradient removed), ``approx_kl``
-    (k3 estimate of KL(pi_old || pi) from the old samples), ``ratio_mean``/``ratio_min``/``ratio_max``,
-    ``dual_clip_frac``.
+    fp32 (fp64 stays fp64). ``agg``/``norm_constant``: see ``impls/rl/aggregation.py`` (the constant
+    $C$ of Dr. GRPO's ``seq-mean-token-sum-norm``). ``is_weights`` (optional ``[B, T]``, detached): the
+    rollout/training-mismatch correction $w_t$ (TIS or masked IS, ``impls/rl/rollout_correction.py``),
+    verl's ``rollout_is_weights``. Returns ``(loss, stats)``; stats (python floats, masked means):
+    ``clip_frac`` (tokens whose clipped branch is active, i.e. gradient removed: $A>0, r>1+\epsilon_h$ or
+    $A<0, r<1-\epsilon_l$), ``approx_kl`` (k3 estimate $(r-1)-\log r$ of KL(pi_old || pi) from the old
+    samples), ``ratio_mean``/``ratio_min``/``ratio_max``, ``dual_clip_frac``.
     """
     shapes = {tuple(t.shape) for t in (logp, logp_old, advantages, mask)}
     if len(shapes) != 1 or logp.dim() != 2:
@@ -74,7 +80,11 @@ def ppo_clip_loss(
     ratio = torch.exp(log_ratio)
     adv = torch.where(valid, advantages.detach().to(dt), zero)
     per_token = ppo_clip_objective_per_token(ratio, adv, clip_low, clip_high, dual_clip)
-    loss = aggregate(per_token, mask, agg)
+    if is_weights is not None:
+        if is_weights.shape != logp.shape:
+            raise ValueError(f"is_weights shape {tuple(is_weights.shape)} != logp shape {tuple(logp.shape)}")
+        per_token = per_token * torch.where(valid, is_weights.detach().to(dt), zero)
+    loss = aggregate(per_token, mask, agg, norm_constant)
 
     with torch.no_grad():
         unclipped = -adv * ratio
@@ -103,9 +113,11 @@ def value_loss(
     mask: torch.Tensor,
     clip: float | None = None,
     agg: str = "token-mean",
+    norm_constant: float | None = None,
 ) -> torch.Tensor:
     r"""$\tfrac12 (V-\hat R)^2$, or with ``clip`` the pessimistic
-    $\tfrac12\max\big((V-\hat R)^2, (V_{old}+\mathrm{clip}(V-V_{old},-c,c)-\hat R)^2\big)$; aggregated."""
+    $\tfrac12\max\big((V-\hat R)^2, (V_{old}+\mathrm{clip}(V-V_{old},-c,c)-\hat R)^2\big)$; aggregated by
+    ``agg`` (with ``norm_constant``, see ``impls/rl/aggregation.py``)."""
     shapes = {tuple(t.shape) for t in (values, values_old, returns, mask)}
     if len(shapes) != 1 or values.dim() != 2:
         raise ValueError("values, values_old, returns and mask must share one [B, T] shape")
@@ -119,15 +131,16 @@ def value_loss(
         v_old = values_old.detach().to(dt)
         v_clipped = v_old + torch.clamp(v - v_old, -clip, clip)
         loss = torch.maximum(loss, (v_clipped - target) ** 2)
-    return aggregate(0.5 * loss, mask, agg)
+    return aggregate(0.5 * loss, mask, agg, norm_constant)
 
 
-def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean") -> torch.Tensor:
+def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean",
+                        norm_constant: float | None = None) -> torch.Tensor:
     r"""Aggregated token entropy $H_t = \log\sum_v e^{z_v} - \sum_v \mathrm{softmax}(z)_v z_v$ of
-    ``logits`` ``[B, T, V]`` (computed in >= fp32)."""
+    ``logits`` ``[B, T, V]`` (computed in >= fp32), reduced by ``agg`` (with ``norm_constant``)."""
     if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(mask.shape):
         raise ValueError(f"expected logits [B, T, V] and mask [B, T], got {tuple(logits.shape)} and {tuple(mask.shape)}")
     z = logits.to(reduce_dtype(logits.dtype))
     p = torch.softmax(z, dim=-1)
     h = torch.logsumexp(z, dim=-1) - (p * z).sum(dim=-1)
-    return aggregate(h, mask, agg)
+    return aggregate(h, mask, agg, norm_constant)

@@ -1,9 +1,12 @@
 """Kata properties for ``gae(rewards, values, mask, gamma, lam) -> (advantages, returns)``.
 
-Inputs are right-padded ``[B, T]`` batches; mask 1 marks response tokens; the value after the
-last response token is 0. Oracle: the closed form written as an explicit double sum in plain
-Python floats,  A_t = sum_{k=t}^{L-1} (gamma*lam)^(k-t) * delta_k,
-delta_k = r_k + gamma * V_{k+1} * [k+1 < L] - V_k,  returns = A + V  (0 on padding).
+Inputs are ``[B, T]`` batches; mask 1 marks the tokens the policy produced (0: padding, or
+tool/observation tokens inside a multi-turn answer); each row is one episode and the value after
+its last response token is 0. Masked tokens are skipped: value and advantage are carried across
+them (verl's convention), i.e. GAE runs on the row with its masked tokens deleted. Oracle: on that
+compressed row of L tokens, the closed form written as an explicit double sum in plain Python floats,
+A_t = sum_{k=t}^{L-1} (gamma*lam)^(k-t) * delta_k,  delta_k = r_k + gamma * V_{k+1} * [k+1 < L] - V_k,
+returns = A + V; 0 on masked positions.
 """
 
 from __future__ import annotations
@@ -46,6 +49,34 @@ def oracle_gae(rewards, values, lengths, gamma, lam):
         a = [sum((gamma * lam) ** (k - t) * delta[k] for k in range(t, L)) for t in range(L)]
         advs.append(a + [0.0] * (T - L))
         rets.append([a[t] + v[t] for t in range(L)] + [0.0] * (T - L))
+    return advs, rets
+
+
+def oracle_gae_general(rewards, values, mask, gamma, lam, dones=None):
+    """Any 0/1 mask and optional episode ends, plain floats: delete the masked tokens of a row, cut it
+    into episodes (an end anywhere in [p, q) between consecutive response tokens p < q separates them),
+    run the double sum on each episode and scatter back (0 on masked positions)."""
+    advs, rets = [], []
+    for b, (r, v, m) in enumerate(zip(rewards, values, mask)):
+        T = len(r)
+        d = dones[b] if dones is not None else [0] * T
+        pos = [t for t in range(T) if m[t]]
+        episodes, cur = [], []
+        for i, p in enumerate(pos):
+            cur.append(p)
+            nxt = pos[i + 1] if i + 1 < len(pos) else T
+            if any(d[s] for s in range(p, nxt)) or i + 1 == len(pos):
+                episodes.append(cur)
+                cur = []
+        a_row, r_row = [0.0] * T, [0.0] * T
+        for ep in episodes:
+            L = len(ep)
+            delta = [r[ep[k]] + (gamma * v[ep[k + 1]] if k + 1 < L else 0.0) - v[ep[k]] for k in range(L)]
+            for t in range(L):
+                a = sum((gamma * lam) ** (k - t) * delta[k] for k in range(t, L))
+                a_row[ep[t]], r_row[ep[t]] = a, a + v[ep[t]]
+        advs.append(a_row)
+        rets.append(r_row)
     return advs, rets
 
 
@@ -128,4 +159,36 @@ def prop_lambda_one_is_mc(impl) -> None:
     check()
 
 
-ALL = [prop_matches_double_sum, prop_padding_ignored, prop_lambda_zero_is_td, prop_lambda_one_is_mc]
+@st.composite
+def holey_batch(draw, b_max: int = 3, t_max: int = 7):
+    """(rewards, values, mask) as python lists; masks are arbitrary 0/1 rows (interior zeros, left
+    padding, empty rows all allowed)."""
+    B = draw(st.integers(1, b_max))
+    T = draw(st.integers(1, t_max))
+    mask = draw(st.lists(st.lists(st.sampled_from([0, 1, 1]), min_size=T, max_size=T), min_size=B, max_size=B))
+    rewards = draw(st.lists(st.lists(_val, min_size=T, max_size=T), min_size=B, max_size=B))
+    values = draw(st.lists(st.lists(_val, min_size=T, max_size=T), min_size=B, max_size=B))
+    return rewards, values, mask
+
+
+def prop_observation_tokens_skipped(impl) -> None:
+    """Masked tokens inside a row (tool/observation tokens) are skipped, not episode ends: value and
+    advantage are carried across them, so the result equals GAE on the row with those tokens deleted."""
+
+    @given(holey_batch(), _unit, _unit)
+    def check(batch, gamma, lam):
+        rewards, values, mask = batch
+        r = torch.tensor(rewards, dtype=torch.float64)
+        v = torch.tensor(values, dtype=torch.float64)
+        m = torch.tensor(mask, dtype=torch.float64)
+        adv, ret = impl(r, v, m, gamma, lam)
+        want_a, want_r = oracle_gae_general(rewards, values, mask, gamma, lam)
+        inputs = dict(rewards=rewards, values=values, mask=mask, gamma=gamma, lam=lam)
+        _close(adv, want_a, "advantages (masked tokens must be skipped, not treated as episode ends)", inputs)
+        _close(ret, want_r, "returns", inputs)
+
+    check()
+
+
+ALL = [prop_matches_double_sum, prop_padding_ignored, prop_lambda_zero_is_td, prop_lambda_one_is_mc,
+       prop_observation_tokens_skipped]

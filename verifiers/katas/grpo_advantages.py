@@ -83,4 +83,24 @@ def prop_groups_are_independent(impl) -> None:
     check()
 
 
-PROPERTIES = [prop_matches_group_formula, prop_equal_group_is_exactly_zero, prop_groups_are_independent]
+def prop_eps_guards_nearly_equal_groups(impl) -> None:
+    """A group whose scores differ by about eps (std ~ 1e-6) gets (r - mean) / (std + eps), which is about
+    half the size of the unguarded (r - mean) / std: eps is in the denominator, not optional."""
+
+    @given(st.integers(min_value=2, max_value=8), st.floats(min_value=-1.0, max_value=1.0),
+           st.floats(min_value=0.5e-6, max_value=2e-6), st.integers(min_value=0, max_value=2**16))
+    def check(g, base, spread, seed):
+        gen = torch.Generator().manual_seed(seed)
+        offsets = torch.rand(g, generator=gen, dtype=torch.float64) * spread
+        offsets[0], offsets[1] = 0.0, spread  # at least two distinct values
+        scores = [base + float(o) for o in offsets]
+        got = [float(x) for x in impl(torch.tensor(scores, dtype=torch.float64), g, eps=1e-6)]
+        want = _oracle(scores, g, True, 1e-6)
+        assert _close(got, want, rtol=1e-3, atol=1e-3), (
+            f"scores={scores}, group_size={g}, eps=1e-6: expected {want}, got {got}")
+
+    check()
+
+
+PROPERTIES = [prop_matches_group_formula, prop_equal_group_is_exactly_zero, prop_groups_are_independent,
+              prop_eps_guards_nearly_equal_groups]

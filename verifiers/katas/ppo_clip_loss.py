@@ -5,6 +5,9 @@ Oracle, in plain Python floats: r_t = exp(logp_t - logp_old_t),
 loss = -sum_t m_t * min(r_t A_t, clip(r_t, 1-eps_low, 1+eps_high) A_t) / sum_t m_t, and its
 hand-derived gradient d loss / d logp_t = -(m_t / sum m) * r_t * A_t where the unclipped branch
 is active, 0 where the clipped one is (A>0, r>1+eps_high or A<0, r<1-eps_low).
+Dual clip (``dual_clip=c``, c > 1) acts on negative advantages only: the objective becomes
+max(min(r A, clip(r) A), c A) where A < 0 (so the loss is capped at -c A and the gradient is 0 once
+r > c); where A > 0 nothing changes.
 """
 
 from __future__ import annotations
@@ -60,6 +63,29 @@ def oracle(new, old, adv, lengths, eps_low, eps_high):
             edge |= abs(r - (1 - eps_low)) < 1e-6 or abs(r - (1 + eps_high)) < 1e-6
             clipped_active = (a > 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
             row.append(0.0 if clipped_active else -r * a / n)
+        grads.append(row)
+    return -total / n, grads, edge
+
+
+def oracle_dual(new, old, adv, lengths, eps, c):
+    """Dual-clip version of :func:`oracle` (symmetric eps): (loss, gradient, near any edge)."""
+    n = sum(lengths)
+    total, grads, edge = 0.0, [], False
+    for i, L in enumerate(lengths):
+        row = []
+        for t in range(len(new[i])):
+            if t >= L:
+                row.append(0.0)
+                continue
+            r, a = math.exp(new[i][t] - old[i][t]), adv[i][t]
+            obj = min(r * a, min(max(r, 1 - eps), 1 + eps) * a)
+            dual = a < 0 and obj < c * a
+            if dual:
+                obj = c * a
+            total += obj
+            edge |= min(abs(r - (1 - eps)), abs(r - (1 + eps)), abs(r - c)) < 1e-6
+            clipped = (a > 0 and r > 1 + eps) or (a < 0 and r < 1 - eps)
+            row.append(0.0 if (clipped or dual) else -r * a / n)
         grads.append(row)
     return -total / n, grads, edge
 
@@ -133,4 +159,44 @@ def prop_mask_respected(impl) -> None:
     check()
 
 
-ALL = [prop_matches_formula, prop_gradient_matches_hand_derived, prop_mask_respected]
+_wide_shift = st.floats(min_value=-1.6, max_value=1.6, allow_nan=False)
+
+
+@st.composite
+def ppo_batch_wide(draw, b_max: int = 3, t_max: int = 5):
+    """Like ``ppo_batch`` but with ratios up to e^1.6 ~ 5, so that a dual clip at c = 2 or 3 can bind."""
+    B, T = draw(st.integers(1, b_max)), draw(st.integers(1, t_max))
+    lengths = draw(st.lists(st.integers(0, T), min_size=B, max_size=B))
+    assume(sum(lengths) > 0)
+    old = draw(st.lists(st.lists(_lp, min_size=T, max_size=T), min_size=B, max_size=B))
+    shift = draw(st.lists(st.lists(_wide_shift, min_size=T, max_size=T), min_size=B, max_size=B))
+    adv = draw(st.lists(st.lists(_adv, min_size=T, max_size=T), min_size=B, max_size=B))
+    new = [[o + s for o, s in zip(ro, rs)] for ro, rs in zip(old, shift)]
+    return new, old, adv, lengths
+
+
+def prop_dual_clip(impl) -> None:
+    """With ``dual_clip=c`` the loss is capped at -c A on negative-advantage tokens (gradient 0 once r > c);
+    positive-advantage tokens keep the ordinary clipped loss and gradient."""
+
+    @given(ppo_batch_wide(), _eps, st.sampled_from([2.0, 3.0]))
+    def check(batch, eps, c):
+        new, old, adv, lengths = batch
+        want_loss, want_grad, edge = oracle_dual(new, old, adv, lengths, eps, c)
+        assume(not edge)
+        T = len(new[0])
+        logp = torch.tensor(new, dtype=torch.float64, requires_grad=True)
+        loss = _loss_of(impl(logp, torch.tensor(old, dtype=torch.float64), torch.tensor(adv, dtype=torch.float64),
+                             _mask(lengths, T), clip_low=eps, dual_clip=c))
+        (g,) = torch.autograd.grad(loss, logp)
+        inputs = dict(_fmt(*batch, eps, eps), dual_clip=c)
+        if not math.isclose(float(loss), want_loss, rel_tol=1e-6, abs_tol=1e-9):
+            raise AssertionError(f"dual-clip loss wrong\n  inputs: {inputs}\n  expected: {want_loss}\n  got: {float(loss)}")
+        if not torch.allclose(g, torch.tensor(want_grad, dtype=torch.float64), atol=1e-9, rtol=1e-6):
+            raise AssertionError(f"dual-clip gradient wrong\n  inputs: {inputs}\n"
+                                 f"  expected d loss/d logp: {want_grad}\n  got: {g.tolist()}")
+
+    check()
+
+
+ALL = [prop_matches_formula, prop_gradient_matches_hand_derived, prop_mask_respected, prop_dual_clip]

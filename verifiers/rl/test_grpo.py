@@ -23,6 +23,14 @@ def test_group_standardised_advantage(evidence):
     kata.prop_matches_group_formula(grpo_advantages)
     kata.prop_equal_group_is_exactly_zero(grpo_advantages)
     kata.prop_groups_are_independent(grpo_advantages)
+    kata.prop_eps_guards_nearly_equal_groups(grpo_advantages)
+    # a nearly-equal group, by hand: scores 0, 1e-6, with eps = 1e-6 the advantages are +-0.5 / (1/sqrt 2 + 1)... exactly
+    near = torch.tensor([0.0, 1e-6], dtype=F64)
+    sd = 1e-6 / 2**0.5  # unbiased std of {0, 1e-6}
+    want = [-0.5e-6 / (sd + 1e-6), 0.5e-6 / (sd + 1e-6)]
+    got = grpo_advantages(near, 2, eps=1e-6).tolist()
+    assert all(abs(a - b) < 1e-9 for a, b in zip(got, want)), (got, want)
+    evidence["nearly_equal_group"] = {"scores": near.tolist(), "advantages": got, "without_eps": [-2**-0.5, 2**-0.5]}
     scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
     adv = grpo_advantages(scores, 4, eps=0.0).view(2, 4)
     assert torch.allclose(adv.mean(1), torch.zeros(2), atol=1e-7)

@@ -14,6 +14,8 @@ from impls.rl.grpo import grpo_advantages, rloo_advantages
 from impls.rl.kl import kl_estimate
 from impls.rl.ppo import ppo_clip_loss, ppo_clip_objective_per_token
 
+from verifiers.katas import ppo_clip_loss as kata  # noqa: E402
+
 F64 = torch.float64
 
 
@@ -134,8 +136,22 @@ def test_dual_clip_bound(evidence):
         plain = ppo_clip_objective_per_token(ratio, adv, 0.2, 0.2, None)
         assert float(plain.max()) > c * abs(a)  # without dual clip the loss grows with r
     assert worst < 1e-12
+    # the dual clip is a bound for A < 0 only: a positive-advantage token keeps the ordinary clipped
+    # loss -min(rA, clip(r)A) and its gradient (a dual clip applied there would pin the loss at -cA, gradient 0)
+    lr = torch.linspace(-1.0, 1.5, 251, dtype=F64)[None].clone().requires_grad_(True)
+    pos = torch.full_like(lr, 1.5)
+    with_dual, _ = ppo_clip_loss(lr, torch.zeros_like(lr), pos, torch.ones_like(pos), dual_clip=c, agg="token-sum")
+    (g_dual,) = torch.autograd.grad(with_dual, lr)
+    r = lr.detach().exp()
+    want_pos = -torch.minimum(r * 1.5, r.clamp(0.8, 1.2) * 1.5).sum()
+    want_grad = torch.where(r > 1.2, 0.0, -r * 1.5)
+    assert abs(float(with_dual.detach()) - float(want_pos)) < 1e-9, (float(with_dual.detach()), float(want_pos))
+    assert torch.allclose(g_dual, want_grad, atol=1e-12)
+    assert int((g_dual != 0).sum()) > 100  # most positive-advantage tokens still get a gradient
+    kata.prop_dual_clip(ppo_clip_loss)  # the kata's dual-clip property, mixed signs and ratios up to e^1.6
     evidence["c"] = c
     evidence["max_abs_error_vs_formula"] = worst
+    evidence["positive_advantage_tokens_with_gradient"] = int((g_dual != 0).sum())
 
 
 @pytest.mark.claim("gf.clip-higher-upper-bound")

@@ -1,5 +1,8 @@
 """KL(pi || pi_ref) estimators k1, k2, k3: values and gradients, settled by exact enumeration
-over small categoricals (fp64) and autograd of the exact expected loss."""
+over small categoricals (fp64) and autograd of the exact expected loss.
+
+Naming: KL(pi || pi_ref) is the reverse (mode-seeking) KL the RLHF objective penalises;
+KL(pi_ref || pi) is the forward (mass-covering) KL."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import sympy as sp
 import torch
 from torch.distributions import Categorical, kl_divergence
 
-from impls.rl.kl import kl_estimate
+from impls.rl.kl import KL_PENALTIES, kl_estimate, kl_full, kl_penalty
 from verifiers.katas import kl_estimate as kata
 
 F64 = torch.float64
@@ -53,7 +56,22 @@ def test_k3_unbiased_nonnegative_full_support_only(evidence):
     assert f.subs(x, 1) == 0 and sp.diff(f, x).subs(x, 1) == 0
     assert sp.simplify(sp.diff(f, x, 2) - 1 / x**2) == 0
     kata.prop_k2_k3_nonnegative(kl_estimate)
+    kata.prop_k3_exact_for_small_log_ratios(kl_estimate)
     kata.prop_k1_k3_unbiased(kl_estimate)
+    # never negative in fp32 either, where it matters most: log-ratios ~ 1e-3 (exp(x) - 1 would cancel)
+    g = torch.Generator().manual_seed(5)
+    lr32 = (torch.rand(100_000, generator=g) * 2e-3 - 1e-3).float()
+    zero = torch.zeros_like(lr32)
+    k3_32 = kl_estimate(lr32, zero, "k3")
+    naive = torch.exp(-lr32) - 1 + lr32  # the same formula with exp(x) - 1 instead of expm1
+    want = torch.expm1(-lr32.double()) + lr32.double()
+    big = lr32.abs() >= 1e-4  # below that even x^2/2 is under fp32's resolution of expm1(-x) ~ -x
+    rel_err = float(((k3_32.double() - want).abs() / want)[big].max())
+    neg_frac_naive = float((naive < 0).float().mean())
+    assert bool((k3_32 >= 0).all()) and rel_err < 2e-3 and neg_frac_naive > 0.05, (rel_err, neg_frac_naive)
+    evidence["fp32_log_ratio_within_1e-3"] = {"negative_fraction_expm1": float((k3_32 < 0).float().mean()),
+                                              "negative_fraction_exp_minus_1": neg_frac_naive,
+                                              "max_rel_error_expm1_vs_fp64": rel_err}
     # the condition the claim leaves out: pi_ref must put no mass where pi has none
     p = torch.tensor([0.5, 0.5, 0.0], dtype=F64)
     q = torch.tensor([0.4, 0.3, 0.3], dtype=F64)
@@ -103,28 +121,28 @@ def _grad_of(fn, theta):
     return th.grad
 
 
-def _kl_forward(th, theta_ref):  # KL(pi || pi_ref)
+def _kl_reverse(th, theta_ref):  # KL(pi || pi_ref): the reverse KL, the one RLHF penalises
     logp, logq = torch.log_softmax(th, -1), torch.log_softmax(theta_ref, -1)
     return (logp.exp() * (logp - logq)).sum()
 
 
-def _kl_reverse(th, theta_ref):  # KL(pi_ref || pi)
+def _kl_forward(th, theta_ref):  # KL(pi_ref || pi): the forward KL
     logp, logq = torch.log_softmax(th, -1), torch.log_softmax(theta_ref, -1)
     return (logq.exp() * (logq - logp)).sum()
 
 
-@pytest.mark.claim("kl.k3-loss.gradient-is-reverse-kl")
-def test_k3_as_loss_gives_reverse_kl_gradient(evidence):
-    worst_fwd_gap, worst_rev_err = 0.0, 0.0
+@pytest.mark.claim("kl.k3-loss.gradient-is-forward-kl")
+def test_k3_as_loss_gives_forward_kl_gradient(evidence):
+    worst_rev_gap, worst_fwd_err = 0.0, 0.0
     for seed in range(10):
         theta, theta_ref = _pair(seed)
         g = _expected_pathwise_grad(theta, theta_ref, "k3")
-        g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
-        g_rev = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)
-        worst_rev_err = max(worst_rev_err, float((g - g_rev).abs().max()))
-        worst_fwd_gap = max(worst_fwd_gap, float((g - g_fwd).abs().max()))
-    assert worst_rev_err < 1e-12
-    assert worst_fwd_gap > 1e-2
+        g_rev = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)  # what the penalty should give
+        g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)  # what k3 gives
+        worst_fwd_err = max(worst_fwd_err, float((g - g_fwd).abs().max()))
+        worst_rev_gap = max(worst_rev_gap, float((g - g_rev).abs().max()))
+    assert worst_fwd_err < 1e-12
+    assert worst_rev_gap > 1e-2
     # near pi_ref the two gradients agree to first order: the relative gap shrinks in proportion to the distance
     rel = {}
     for scale in (0.1, 0.01, 0.001):
@@ -132,18 +150,18 @@ def test_k3_as_loss_gives_reverse_kl_gradient(evidence):
         for seed in range(10):
             theta, theta_ref = _pair(seed, scale=scale)
             g = _expected_pathwise_grad(theta, theta_ref, "k3")
-            g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
-            gaps.append(float((g - g_fwd).norm() / g_fwd.norm()))
+            g_rev = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)
+            gaps.append(float((g - g_rev).norm() / g_rev.norm()))
         rel[scale] = max(gaps)
     assert rel[0.01] < rel[0.1] / 5 and rel[0.001] < rel[0.01] / 5 and rel[0.001] < 1e-2, rel
-    evidence["relative_gap_to_forward_kl_grad_by_logit_scale"] = rel
+    evidence["relative_gap_to_reverse_kl_grad_by_logit_scale"] = rel
     theta, theta_ref = _pair(0)
     evidence["counterexample"] = {
         "theta": theta.tolist(), "theta_ref": theta_ref.tolist(),
         "E[grad k3]": _expected_pathwise_grad(theta, theta_ref, "k3").tolist(),
-        "grad KL(pi||pi_ref)": _grad_of(lambda t: _kl_forward(t, theta_ref), theta).tolist(),
+        "grad KL(pi||pi_ref)": _grad_of(lambda t: _kl_reverse(t, theta_ref), theta).tolist(),
     }
-    evidence["max_abs_error_vs_reverse_kl_grad"] = worst_rev_err
+    evidence["max_abs_error_vs_forward_kl_grad"] = worst_fwd_err
 
 
 @pytest.mark.claim("kl.k2-loss.gradient-unbiased")
@@ -152,9 +170,9 @@ def test_k2_as_loss_gives_forward_kl_gradient(evidence):
     for seed in range(10):
         theta, theta_ref = _pair(seed)
         g = _expected_pathwise_grad(theta, theta_ref, "k2")
-        g_fwd = _grad_of(lambda t: _kl_forward(t, theta_ref), theta)
-        assert float(g_fwd.abs().max()) > 1e-3
-        worst = max(worst, float((g - g_fwd).abs().max()))
+        g_rev = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)
+        assert float(g_rev.abs().max()) > 1e-3
+        worst = max(worst, float((g - g_rev).abs().max()))
     assert worst < 1e-12
     evidence["max_abs_error"] = worst
 
@@ -165,7 +183,97 @@ def test_k1_as_loss_has_zero_expected_gradient(evidence):
     for seed in range(10):
         theta, theta_ref = _pair(seed)
         worst = max(worst, float(_expected_pathwise_grad(theta, theta_ref, "k1").abs().max()))
-        kl_grad = max(kl_grad, float(_grad_of(lambda t: _kl_forward(t, theta_ref), theta).abs().max()))
+        kl_grad = max(kl_grad, float(_grad_of(lambda t: _kl_reverse(t, theta_ref), theta).abs().max()))
     assert worst < 1e-12 and kl_grad > 1e-2
     evidence["max_abs_expected_grad"] = worst
     evidence["max_abs_true_kl_grad"] = kl_grad
+
+
+# ---------------------------------------------------------------- gradient-correct variants
+_EXACT = {  # which kinds give exactly grad KL(pi || pi_ref) in expectation, on- and off-policy
+    "on": {"k2", "k1+", "k2+", "k3+", "abs+", "k1+is", "k2+is", "k3+is", "abs+is", "k3-is", "full"},
+    "off": {"k1+is", "k2+is", "k3+is", "abs+is", "k3-is", "full"},
+}
+
+
+def _expected_penalty_grad(theta, theta_ref, theta_old, kind):
+    """E_{a ~ pi_old}[grad_theta term(a)] by enumeration over the vocabulary (pi_old = sg[pi] on-policy)."""
+    th = theta.clone().requires_grad_(True)
+    logp = torch.log_softmax(th, -1)
+    logq = torch.log_softmax(theta_ref, -1)
+    if kind == "full":
+        (g,) = torch.autograd.grad(kl_full(th, theta_ref), th)
+        return g
+    if theta_old is None:
+        weights, term = logp.exp().detach(), kl_penalty(logp, logq, kind)
+    else:
+        logo = torch.log_softmax(theta_old, -1)
+        weights, term = logo.exp(), kl_penalty(logp, logq, kind, logp_old=logo)
+    (g,) = torch.autograd.grad((weights * term).sum(), th)
+    return g
+
+
+@pytest.mark.claim("kl.gradient-variants-exact")
+def test_each_kl_term_gradient_against_the_exact_kl_gradient(evidence):
+    """Every KL kind of the registry, on 8-token vocabularies, on-policy and with samples from an older policy:
+    the expected gradient by enumeration against autograd of the exact KL(pi || pi_ref). The straight-through
+    (verl k3+), IS-weighted (OpenRLHF unbiased_gradient), r*k3 (TRL bias correction) and full-vocabulary
+    kinds are exact where the table says so; plain k1/k3/abs never are; plain k2 and "+" only on-policy."""
+    table = {}
+    for setting in ("on", "off"):
+        for kind in [*KL_PENALTIES, "full"]:
+            worst = 0.0
+            for seed in range(8):
+                theta, theta_ref = _pair(100 + seed, k=8)
+                theta_old = None if setting == "on" else theta + 0.6 * _pair(200 + seed, k=8)[0]
+                g = _expected_penalty_grad(theta, theta_ref, theta_old, kind)
+                exact = _grad_of(lambda t: _kl_reverse(t, theta_ref), theta)
+                worst = max(worst, float((g - exact).abs().max() / exact.abs().max()))
+            table[f"{setting}-policy {kind}"] = worst
+            if kind in _EXACT[setting]:
+                assert worst < 1e-12, (setting, kind, worst)
+            else:
+                assert worst > 1e-2, (setting, kind, worst)
+    evidence["max_relative_gradient_error_vs_exact_KL(pi||pi_ref)"] = table
+    # values: "+" kinds keep their base estimator's value; k3-is has value r*k3 (= k3 on-policy)
+    theta, theta_ref = _pair(3, k=8)
+    lp, lq = torch.log_softmax(theta, -1), torch.log_softmax(theta_ref, -1)
+    for base in ("k1", "k2", "k3", "abs"):
+        assert torch.allclose(kl_penalty(lp, lq, base + "+"), kl_estimate(lp, lq, base), atol=0, rtol=0)
+        assert torch.allclose(kl_penalty(lp, lq, base + "+is"), kl_estimate(lp, lq, base), atol=0, rtol=0)
+    assert torch.allclose(kl_penalty(lp, lq, "k3-is"), kl_estimate(lp, lq, "k3"), atol=1e-15)
+    assert abs(float(kl_full(theta, theta_ref)) - float(_kl_reverse(theta, theta_ref))) < 1e-15
+
+
+@pytest.mark.claim("kl.clamp-kills-gradient")
+def test_value_clamp_zeroes_the_gradient_where_it_binds(evidence):
+    """verl and OpenRLHF clamp the k3 value to [-10, 10]: a token with pi_ref/pi = e^3 (k3 = e^3 - 4 = 16.1)
+    then gets exactly zero KL gradient, while the unclamped k3 pulls it with d k3 / d log pi = 1 - e^3 = -19.1;
+    the straight-through "k3+" keeps k2's gradient (log pi - log pi_ref = -3) whatever the clamp."""
+    lp = torch.tensor([-4.0, -1.0 - 1e-3, -1.5], dtype=F64, requires_grad=True)
+    lq = torch.tensor([-1.0, -1.0, -1.5 + 2.0], dtype=F64)  # log rho = 3, 1e-3, 2
+    out = {}
+    for label, fn in {
+        "k3": lambda: kl_estimate(lp, lq, "k3"),
+        "k3 clamped to 10 (verl/OpenRLHF)": lambda: kl_estimate(lp, lq, "k3", clamp=10.0),
+        "k3+ clamped to 10": lambda: kl_penalty(lp, lq, "k3+", clamp=10.0),
+    }.items():
+        (g,) = torch.autograd.grad(fn().sum(), lp)
+        out[label] = {"value": fn().detach().tolist(), "d/dlogpi": g.tolist()}
+    import math
+    assert math.isclose(out["k3"]["value"][0], math.exp(3) - 4, rel_tol=1e-12)
+    assert out["k3 clamped to 10 (verl/OpenRLHF)"]["value"][0] == 10.0
+    assert out["k3 clamped to 10 (verl/OpenRLHF)"]["d/dlogpi"][0] == 0.0
+    assert math.isclose(out["k3"]["d/dlogpi"][0], 1 - math.exp(3), rel_tol=1e-12)
+    assert math.isclose(out["k3+ clamped to 10"]["d/dlogpi"][0], -3.0, rel_tol=1e-12)
+    # below the clamp nothing changes
+    assert out["k3"]["d/dlogpi"][1:] == out["k3 clamped to 10 (verl/OpenRLHF)"]["d/dlogpi"][1:]
+    # the smallest pi_ref/pi at which k3 reaches 10: rho - 1 - log rho = 10
+    lo, hi = 1.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mid - 1 - math.log(mid) < 10 else (lo, mid)
+    evidence.quote("pi_ref/pi where the k3 clamp starts", quoted=13.6, measured=lo, digits=1)
+    evidence.quote("d k3 / d log pi at log rho = 3", quoted=-19.1, measured=out["k3"]["d/dlogpi"][0], digits=1)
+    evidence.quote("k3 at log rho = 3", quoted=16.1, measured=out["k3"]["value"][0], digits=1)
+    evidence["tokens"] = out

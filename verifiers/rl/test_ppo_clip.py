@@ -148,6 +148,7 @@ def test_reference_matches_formula_and_gradient(evidence):
     kata.prop_matches_formula(P.ppo_clip_loss)
     kata.prop_gradient_matches_hand_derived(P.ppo_clip_loss)
     kata.prop_mask_respected(P.ppo_clip_loss)
+    kata.prop_dual_clip(P.ppo_clip_loss)
     # ratio must come from log-probs: a long answer's sequence probability underflows in fp32
     logp = torch.full((1, 400), -0.3)
     naive = torch.exp(logp.sum()) / torch.exp((logp - 0.01).sum())

@@ -90,7 +90,10 @@ def _signature_problem(ref, cand, symbol: str) -> str | None:
         rs, cs = inspect.signature(ref), inspect.signature(cand)
     except (TypeError, ValueError):
         return None
-    rp = [p for p in rs.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    # keyword-only options with a default (gae's dones, the PPO loss's norm_constant) are production extras
+    # the kata's properties never pass: a candidate may leave them out
+    rp = [p for p in rs.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+          and not (p.kind is p.KEYWORD_ONLY and p.default is not p.empty)]
     cp = list(cs.parameters.values())
     if any(p.kind in (p.VAR_POSITIONAL,) for p in cp) and any(p.kind is p.VAR_KEYWORD for p in cp):
         return None
