@@ -81,6 +81,19 @@ def test_sub(evidence):
 IMPL = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 
 
+NAMES = """\
+topics:
+  maths: {zh: 数学, en: Maths}
+  maths/arith: {zh: 算术, en: Arithmetic}
+  rl: {zh: 强化学习, en: Reinforcement learning}
+  rl/ppo: {zh: PPO 与 TRPO, en: PPO and TRPO}
+companies:
+  Baidu: {zh: 百度, en: Baidu}
+teams:
+  AI Infra: {zh: AI Infra, en: AI Infra}
+"""
+
+
 def make_repo(tmp: Path, *, entry: str | None = None, verifier: str = VERIFIER, catalog: str = CATALOG) -> Path:
     root = tmp / "repo"
     (root / "qa" / "maths").mkdir(parents=True)
@@ -92,6 +105,7 @@ def make_repo(tmp: Path, *, entry: str | None = None, verifier: str = VERIFIER, 
     (root / "verifiers" / "__init__.py").write_text("")
     (root / "verifiers" / "test_arith.py").write_text(verifier)
     (root / "qa" / "maths" / "adding.yaml").write_text(entry if entry is not None else entry_yaml())
+    (root / "qa" / "names.yaml").write_text(NAMES)
     (tmp / "shared" / "catalog").mkdir(parents=True)
     (tmp / "shared" / "catalog" / "claims.yaml").write_text(catalog)
     return root

@@ -335,3 +335,42 @@ def test_a_numeric_fact_must_be_measured(tmp_path):
     assert "add.commutative states arith.share = 0.3 but no verifier of it asserts it" in p.message
     assert run_check(make_repo(tmp_path / "ok", entry=_facts_entry("{arith.share: 0.25}", "{}"),
                                verifier=VERIFIER_QUOTE)).problems == []
+def test_every_topic_company_and_team_needs_a_name(tmp_path):
+    """The site shows names, not slugs: a topic (or its area), company or team missing from qa/names.yaml fails."""
+    text = (entry_yaml().replace("topic: maths/arith", "topic: maths/algebra")
+            .replace("difficulty: 1", "asked_at: [{company: Baidu, team: AI Infra}, {company: Acme}, {team: Skunkworks}]\ndifficulty: 1"))
+    root = make_repo(tmp_path, entry=text)
+    problems = {p.field: p for p in run_check(root).problems}
+    assert set(problems) == {"topic", "asked_at[1].company", "asked_at[2].team"}, problems
+    assert "'maths/algebra' has no name in qa/names.yaml" in problems["topic"].message
+    assert problems["topic"].line == lines_of(text, "topic:")
+    assert "'Acme'" in problems["asked_at[1].company"].message and "companies:" in problems["asked_at[1].company"].message
+    assert "'Skunkworks'" in problems["asked_at[2].team"].message
+    # a new area needs its own name too
+    (root / "qa" / "maths" / "adding.yaml").write_text(entry_yaml().replace("topic: maths/arith", "topic: physics/arith"))
+    msgs = [p.message for p in run_check(root).problems]
+    assert any("'physics' has no name" in m for m in msgs) and any("'physics/arith' has no name" in m for m in msgs)
+
+
+def test_a_bad_names_file_is_one_line(tmp_path):
+    root = make_repo(tmp_path)
+    (root / "qa" / "names.yaml").write_text("topics:\n  maths: {zh: 数学}\n")
+    probs = run_check(root).problems
+    assert any(p.path == "qa/names.yaml" and p.line == 2 and "en" in p.field for p in probs), probs
+
+
+def test_the_real_names_table_covers_the_agreed_slugs():
+    """The topic slugs agreed for new entries (inference, numerics, architecture, parallelism, kernels) have names."""
+    from pathlib import Path
+
+    from mianjing.loader import load
+
+    repo = Path(__file__).resolve().parents[1]
+    names = load(repo).kb.names
+    agreed = ["inference/attention", "inference/kv-cache", "inference/serving", "inference/decoding",
+              "numerics/precision", "numerics/quantization", "arch/attention", "arch/moe", "arch/position-norm",
+              "parallel/tensor", "parallel/pipeline", "parallel/sequence", "parallel/memory", "scale/kernels"]
+    for slug in agreed:
+        for s in (slug.split("/")[0], slug):
+            assert s in names.topics, s
+            assert names.topic(s, "zh") != s and names.topic(s, "en") != s, s

@@ -4,9 +4,10 @@ Checks, on top of the loader's schema errors: duplicate claim ids, a claim with
 no verifier, a verifier marker naming no claim, an implementation path or
 function that does not exist, a follow-up naming no entry, a figure function or a benchmark result
 that does not exist, a catalog id unknown to the catalog or settled twice, and
-a catalog question answered by an entry whose catalog claims are not all settled, and a figure an
+a catalog question answered by an entry whose catalog claims are not all settled, a figure an
 executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes),
-and a named fact (``facts:``) given two different values by two claims.
+a named fact (``facts:``) given two different values by two claims, and a topic (or its area),
+company or team that ``qa/names.yaml`` does not name in both languages.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .catalog import Catalog, YamlError, load_catalog
 from .knowledge import KnowledgeBase
 from .loader import load
 from .markers import MarkerUse, defined_names, find_markers
-from .paths import catalog_path
+from .paths import NAMES_FILE, catalog_path
 from .problems import Problem
 from .quoted import claim_figures, find_quotes, pinned, quoted_by_claim
 from .schema import impl_path, impl_symbol
@@ -127,6 +128,8 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                 add(Problem(src.path, src.line_of("benchmarks", i), f"benchmarks[{i}]",
                             f"no such file: {b} (run the benchmark that writes it)"))
 
+    _check_names(kb, add)
+
     # the catalog
     cat_file = catalog_file or catalog_path(root)
     try:
@@ -181,6 +184,22 @@ def _check_facts(kb: KnowledgeBase, quoted: dict[str, set[float]], add) -> None:
 
 def _fmt(values) -> str:
     return ", ".join(f"{v:g}" for v in sorted(values)) or "none"
+def _check_names(kb: KnowledgeBase, add) -> None:
+    """Every topic slug, its area, every company and team an entry uses has a name in both languages."""
+    names = kb.names
+    for entry in kb.entries.values():
+        src = kb.sources[entry.id]
+        area = entry.topic.split("/", 1)[0]
+        for slug in dict.fromkeys((area, entry.topic)):
+            if slug not in names.topics:
+                add(Problem(src.path, src.line_of("topic"), "topic",
+                            f"topic {slug!r} has no name in {NAMES_FILE} (add it under topics: with zh and en)"))
+        for i, a in enumerate(entry.asked_at):
+            for fld, section, value, table in (("company", "companies", a.company, names.companies),
+                                               ("team", "teams", a.team, names.teams)):
+                if value and value not in table:
+                    add(Problem(src.path, src.line_of("asked_at", i, fld), f"asked_at[{i}].{fld}",
+                                f"{fld} {value!r} has no name in {NAMES_FILE} (add it under {section}: with zh and en)"))
 
 
 def _check_catalog(kb: KnowledgeBase, cat: Catalog, add) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .schema import Claim, Entry
+from .schema import Claim, Entry, Names
 from .yamlsource import Loc, YamlDocument
 
 
@@ -26,6 +26,8 @@ class KnowledgeBase:
     root: Path
     entries: dict[str, Entry] = field(default_factory=dict)  # in file order
     sources: dict[str, EntrySource] = field(default_factory=dict)
+    names: Names = field(default_factory=Names)  # qa/names.yaml
+    names_source: YamlDocument | None = None  # for messages that name its lines
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from .knowledge import EntrySource, KnowledgeBase, loc_text
 from .problems import Problem, one_line
-from .schema import Entry
+from .paths import NAMES_FILE
+from .schema import Entry, Names
 from .yamlsource import YamlError, read_yaml
 
 
@@ -32,7 +33,28 @@ _CLAIM_ID_LINE = re.compile(r"^\s+-\s+id:\s*([a-z0-9][a-z0-9.-]*)\s*$", re.M)
 
 
 def entry_files(root: Path) -> list[Path]:
-    return sorted(p for p in (root / "qa").rglob("*.yaml") if p.is_file())
+    names = root / NAMES_FILE
+    return sorted(p for p in (root / "qa").rglob("*.yaml") if p.is_file() and p != names)
+
+
+def _load_names(root: Path, result: "LoadResult") -> None:
+    """``qa/names.yaml`` into ``kb.names``; an absent file is an empty table (the checker says what is missing)."""
+    path = root / NAMES_FILE
+    if not path.is_file():
+        return
+    try:
+        doc = read_yaml(path)
+    except YamlError as exc:
+        result.problems.append(Problem(NAMES_FILE, exc.line, "(yaml)", exc.message))
+        return
+    try:
+        result.kb.names = Names.model_validate(doc.data if doc.data is not None else {})
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = _schema_loc(err["loc"])
+            result.problems.append(Problem(NAMES_FILE, doc.line_of(loc), loc_text(loc), _message(err)))
+        return
+    result.kb.names_source = doc
 
 
 def _schema_loc(loc: tuple) -> tuple:
@@ -52,6 +74,7 @@ def _message(err: dict) -> str:
 
 def load(root: Path) -> LoadResult:
     result = LoadResult(kb=KnowledgeBase(root=root))
+    _load_names(root, result)
     for path in entry_files(root):
         rel = path.relative_to(root).as_posix()
         try:

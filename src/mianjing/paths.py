@@ -40,8 +40,18 @@ def catalog_path(root: Path) -> Path:
     return root.parent / "shared" / "catalog" / "claims.yaml"
 
 
+NAMES_FILE = "qa/names.yaml"  # topic, company and team names (not an entry)
+
+
 def build_dir(root: Path) -> Path:
     return root / "build"
+
+
+def cache_dir(root: Path) -> Path:
+    """Where the site keeps what it computed once (figures, MathML, highlighted code):
+    ``$MIANJING_CACHE``, else ``build/cache``."""
+    env = os.environ.get("MIANJING_CACHE")
+    return Path(env) if env else build_dir(root) / "cache"
 
 
 def report_path(root: Path) -> Path:

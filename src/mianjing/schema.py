@@ -188,6 +188,42 @@ class Entry(Strict):
         return claims
 
 
+class Names(Strict):
+    """``qa/names.yaml``: what a reader sees for topic slugs, companies and teams, in both languages.
+
+    One table for the site, the quiz and the checker. The order of ``topics`` is the order in
+    which the site lists (and numbers) questions: each area (``rl``) followed by its topics.
+    """
+
+    topics: dict[Annotated[str, Field(pattern=TOPIC)], Text] = Field(default_factory=dict)
+    companies: dict[NonEmpty, Text] = Field(default_factory=dict)
+    teams: dict[NonEmpty, Text] = Field(default_factory=dict)
+
+    def topic(self, slug: str, lang: str) -> str:
+        """The topic's name in ``lang``; the slug itself when the table has none."""
+        name = self.topics.get(slug)
+        return name.get(lang) if name is not None else slug
+
+    def area(self, slug: str, lang: str) -> str:
+        """The name of the topic's area (the part before the first ``/``)."""
+        return self.topic(slug.split("/", 1)[0], lang)
+
+    def company(self, name: str, lang: str) -> str:
+        got = self.companies.get(name)
+        return got.get(lang) if got is not None else name
+
+    def team(self, name: str, lang: str) -> str:
+        got = self.teams.get(name)
+        return got.get(lang) if got is not None else name
+
+    def topic_order(self, slug: str) -> tuple[int, int, str]:
+        """Sort key: the area's place in the table, then the topic's, then the slug."""
+        keys = list(self.topics)
+        area = slug.split("/", 1)[0]
+        big = len(keys)
+        return (keys.index(area) if area in keys else big, keys.index(slug) if slug in keys else big, slug)
+
+
 def impl_path(ref: str) -> str:
     """``impls/rl/gae.py::gae`` -> ``impls/rl/gae.py``."""
     return ref.split("::", 1)[0]

@@ -1,4 +1,5 @@
-"""Fixtures for the site tests: a small built site served over local HTTP, and a headless Chromium."""
+"""Fixtures for the browser tests: the whole knowledge base built once and served over local HTTP,
+and a headless Chromium (Debian's, driven by Playwright)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.site.sitekit import make_site_repo
+from tests.site.sitekit import REPO
 
 CHROMIUM = os.environ.get("MIANJING_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -16,24 +17,22 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory):
-    """A verified and built tiny knowledge base: (root, site_dir)."""
+def real_site(tmp_path_factory):
+    """The knowledge base as committed, with build/verification.json if `mianjing verify` wrote it:
+    (site_dir, BuildResult, KnowledgeBase). Figures and other caches live in the checkout's build/cache."""
     from mianjing.loader import load
     from mianjing.site import build
-    from mianjing.verify import run
 
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
-    root = make_site_repo(tmp_path_factory.mktemp("site"))
-    run(root, load(root).kb, None, device="cpu")
-    res = build(root, strict=True)
-    return root, res.site_dir
+    res = build(REPO, strict=True, site_dir=tmp_path_factory.mktemp("real") / "site")
+    return res.site_dir, res, load(REPO).kb
 
 
 @pytest.fixture(scope="session")
-def site_url(built_site):
+def site_url(real_site):
     from mianjing.site import serve_in_thread
 
-    srv, url = serve_in_thread(built_site[1])
+    srv, url = serve_in_thread(real_site[0])
     yield url
     srv.shutdown()
     srv.server_close()

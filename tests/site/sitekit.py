@@ -57,6 +57,9 @@ IS_ENTRY = textwrap.dedent("""\
         statement: {zh: "论文中 ε 取 0.2", en: "the paper uses ε = 0.2"}
     implementations: [impls/arith.py::add]
     follow_ups: [adding]
+    figures:
+      - ref: figures/arith.py::sums
+        caption: {zh: "前 $n$ 个整数之和（调用 `impls/arith.py` 计算）", en: "Sums of the first $n$ integers (computed by `impls/arith.py`)"}
     benchmarks: [benchmarks/results/add.json]
     references: [{title: "Schulman et al. 2017, PPO", url: "https://arxiv.org/abs/1707.06347", locator: "Eq. (6)"}]
     """)
@@ -74,13 +77,37 @@ EXTRA_VERIFIER = VERIFIER + textwrap.dedent("""\
     @pytest.mark.claim("ratio.add-commutes")
     def test_ratio_add(evidence):
         evidence["checked"] = 3
+        evidence["partial_sums"] = [A.add(i, i) for i in range(6)]
+        evidence.quote("one plus two", quoted=3, measured=A.add(1, 2), digits=0)
         assert A.add(1, 2) == A.add(2, 1)
+    """)
+
+# a figure that draws what impls/ computes, labelled in the language asked for
+FIGURE = textwrap.dedent("""\
+    from matplotlib.figure import Figure
+
+    from impls.arith import add
+
+
+    def sums(lang):
+        fig = Figure(figsize=(4, 2))
+        ax = fig.subplots()
+        n = list(range(8))
+        ax.plot(n, [add(k, 0) * (k + 1) / 2 for k in n])
+        ax.set_xlabel("项数 n" if lang == "zh" else "terms n")
+        return fig
     """)
 
 
 def make_site_repo(tmp: Path) -> Path:
     """make_repo + one more entry with maths, an implementation, a benchmark; the real site config."""
     root = make_repo(tmp, verifier=EXTRA_VERIFIER)
+    # the first entry was asked by a team whose company is not named
+    adding = root / "qa" / "maths" / "adding.yaml"
+    adding.write_text(adding.read_text().replace("difficulty: 1", "asked_at: [{team: AI Infra, round: 1}]\ndifficulty: 1"))
+    (root / "figures").mkdir()
+    (root / "figures" / "__init__.py").write_text("")
+    (root / "figures" / "arith.py").write_text(FIGURE)
     (root / "qa" / "rl").mkdir()
     (root / "qa" / "rl" / "importance-ratio.yaml").write_text(IS_ENTRY, encoding="utf-8")
     (root / "benchmarks" / "results").mkdir(parents=True)

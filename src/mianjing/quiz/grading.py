@@ -7,8 +7,8 @@ robust to how people write:
   their names meet (``Ψ`` = ``\\Psi`` = ``psi``, ``ε`` = ``eps`` = ``epsilon``); dashes, minus signs
   and hyphens inside words (``non-empty`` = ``nonempty``), ``×``/``x``, ``≤``/``<=``, British and
   American spellings (``amortised`` = ``amortized``), ``1.0`` = ``1``, thousands separators;
-* **words**: English and Chinese are segmented with jieba (its own dictionary, as the site's search
-  uses); a multi-word term is found when its words appear in order close together (``pushed and
+* **words**: English and Chinese are segmented with jieba (its own dictionary;
+  the site's search has its own tokenizer); a multi-word term is found when its words appear in order close together (``pushed and
   popped exactly once`` finds ``pushed once``), words compared by stem and by fuzzy ratio
   (rapidfuzz) so typos and inflections still meet; terms with symbols are found verbatim, at
   word boundaries (``2Ψ`` is not inside ``12Ψ``);

@@ -62,7 +62,8 @@ def _build(root: Path, strict: bool, site_dir: Path | None) -> Path:
         typer.echo(f"error: site build failed: {exc}", err=True)
         raise typer.Exit(1) from None
     shown = res.site_dir.relative_to(root) if res.site_dir.is_relative_to(root) else res.site_dir
-    typer.echo(f"built {shown}/ (zh) and {shown}/en/ in {res.seconds:.1f} s")
+    detail = res.summary()
+    typer.echo(f"built {shown}/ (zh) and {shown}/en/ in {res.seconds:.1f} s" + (f" ({detail})" if detail else ""))
     return res.site_dir
 
 

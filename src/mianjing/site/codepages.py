@@ -1,0 +1,180 @@
+"""Code shown on the site, highlighted once per file: page snippets, lazily loaded verifier sources, file pages.
+
+Every file a page shows code from is highlighted once (Pygments, the classes the theme
+colours in light and dark) and split into lines; a snippet is a slice of those lines, so a
+function shown on an entry page and the same lines on the file's own page always agree.
+
+- ``inline(snippet)``: HTML for a page (reference implementations): the code, line numbers,
+  and a link to the file's page at those lines.
+- ``lazy(snippet, root_prefix)``: a placeholder that loads the code when its section is
+  opened (verifier sources: long, and inside collapsed cards; the page stays light).
+- ``write(site_dir)``: the file pages ``src/<path>.html`` (one line anchor per line) and the
+  snippet fragments ``src/_/<key>.html`` that ``lazy`` placeholders load. Written once, at the
+  site root, for both languages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .source import Snippet
+
+SRC_DIR = "src"
+CACHE_VERSION = "2"
+_WHITESPACE_SPAN = re.compile(r'<span class="w">(\s*)</span>')
+
+# highlighted lines by the sha256 of the file's text: shared by both languages, kept between builds
+_HIGHLIGHTED: dict[str, list[str]] = {}
+_dirty = False
+
+
+def load_cache(path: Path) -> None:
+    global _dirty
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") == CACHE_VERSION:
+            _HIGHLIGHTED.update(data.get("files") or {})
+    except (OSError, ValueError, AttributeError):
+        pass
+    _dirty = False
+
+
+def save_cache(path: Path, keep: set[str] | None = None) -> None:
+    """Write the cache (only the files still in use, when ``keep`` names their digests)."""
+    global _dirty
+    if not _dirty:
+        return
+    from ..report import write_json_atomic
+
+    files = {k: v for k, v in _HIGHLIGHTED.items() if keep is None or k in keep}
+    write_json_atomic(path, {"version": CACHE_VERSION, "files": files})
+    _dirty = False
+
+
+def _highlight(path: str, text: str) -> list[str]:
+    global _dirty
+    key = hashlib.sha256(f"{path}\0{text}".encode()).hexdigest()
+    if key not in _HIGHLIGHTED:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import TextLexer, get_lexer_for_filename
+        from pygments.util import ClassNotFound
+
+        try:
+            lexer = get_lexer_for_filename(path, stripnl=False, ensurenl=True)
+        except ClassNotFound:
+            lexer = TextLexer(stripnl=False, ensurenl=True)
+        n = len(text.splitlines())
+        out = highlight(text, lexer, HtmlFormatter(nowrap=True))
+        out = _WHITESPACE_SPAN.sub(r"\1", out)  # whitespace needs no colour: lighter pages
+        lines = out.split("\n")
+        _HIGHLIGHTED[key] = (lines + [""] * n)[:n]
+        _dirty = True
+    return _HIGHLIGHTED[key]
+
+
+@dataclass(frozen=True)
+class _Fragment:
+    path: str
+    start: int
+    end: int
+
+
+class Code:
+    def __init__(self, root: Path):
+        self.root = root
+        self._lines: dict[str, list[str]] = {}
+        self.files: set[str] = set()
+        self.fragments: dict[str, _Fragment] = {}
+
+    # ------------------------------------------------------------------ highlighting
+
+    def lines(self, path: str) -> list[str]:
+        """The highlighted lines of a file (HTML, one string per source line)."""
+        if path not in self._lines:
+            self._lines[path] = _highlight(path, (self.root / path).read_text(encoding="utf-8"))
+        return self._lines[path]
+
+    def _block(self, path: str, start: int, end: int) -> str:
+        body = "".join(f'<span class="mj-line">{line or " "}</span>\n'
+                       for line in self.lines(path)[start - 1 : end])
+        return (f'<div class="language-python highlight mj-code"><pre><code class="mj-lines" '
+                f'style="counter-reset: mj-line {start - 1}">{body}</code></pre></div>')
+
+    # ------------------------------------------------------------------ what pages embed
+
+    def file_url(self, path: str, start: int | None = None, end: int | None = None) -> str:
+        """The file page's URL relative to the site root, with a line anchor."""
+        self.files.add(path)
+        anchor = f"#L{start}" + (f"-L{end}" if end and end != start else "") if start else ""
+        return f"{SRC_DIR}/{path}.html{anchor}"
+
+    def title(self, snip: Snippet, root_prefix: str) -> str:
+        where = f"{snip.path}::{snip.name}" if snip.name else snip.path
+        url = root_prefix + self.file_url(snip.path, snip.start, snip.end)
+        return (f'<div class="mj-src-title"><a href="{html.escape(url)}"><code>{html.escape(where)}</code></a>'
+                f' <span>L{snip.start}–{snip.end}</span></div>')
+
+    def inline(self, snip: Snippet, root_prefix: str) -> str:
+        return f'<div class="mj-src">{self.title(snip, root_prefix)}{self._block(snip.path, snip.start, snip.end)}</div>'
+
+    def lazy(self, snip: Snippet, root_prefix: str, note: str) -> str:
+        self.files.add(snip.path)
+        text = (self.root / snip.path).read_bytes()
+        key = hashlib.sha256(f"{snip.path}\0{snip.start}\0{snip.end}\0".encode() + text).hexdigest()[:16]
+        self.fragments[key] = _Fragment(snip.path, snip.start, snip.end)
+        url = f"{root_prefix}{SRC_DIR}/_/{key}.html"
+        return (f'<div class="mj-src mj-lazy" data-src="{html.escape(url)}" data-search-exclude>'
+                f'{self.title(snip, root_prefix)}<p class="mj-note">{html.escape(note)}</p></div>')
+
+    # ------------------------------------------------------------------ the files
+
+    def write(self, site_dir: Path) -> int:
+        """Write file pages and fragments under ``site_dir/src``; returns how many files."""
+        base = site_dir / SRC_DIR
+        (base / "_").mkdir(parents=True, exist_ok=True)
+        for key, f in self.fragments.items():
+            (base / "_" / f"{key}.html").write_text(self._block(f.path, f.start, f.end), encoding="utf-8")
+        for path in sorted(self.files):
+            out = base / f"{path}.html"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            depth = path.count("/") + 1  # src/ plus the folders of path
+            out.write_text(_file_page(path, self.lines(path), "../" * depth), encoding="utf-8")
+        return len(self.files) + len(self.fragments)
+
+
+def _file_page(path: str, lines: list[str], root: str) -> str:
+    body = "".join(f'<span class="l" id="L{i}"><a class="n" href="#L{i}">{i}</a>{line or " "}</span>\n'
+                   for i, line in enumerate(lines, 1))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{html.escape(path)} · mianjing</title><meta name="robots" content="noindex"><link rel="icon" href="data:,">
+<style>{_PAGE_CSS}</style></head>
+<body><header><a href="{root}">mianjing 面经</a> / <code>{html.escape(path)}</code></header>
+<pre class="highlight"><code>{body}</code></pre>
+<script>{_PAGE_JS}</script></body></html>
+"""
+
+
+_PAGE_CSS = """
+body{margin:0;font:14px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;color:#222}
+header{font-family:system-ui,sans-serif;padding:.6em 1em;border-bottom:1px solid #ddd;overflow-wrap:anywhere}
+header a{color:#3f51b5}
+pre{margin:0;padding:.5em 0;overflow-x:auto}
+.l{display:block;padding-right:1em;white-space:pre}
+.l:target,.l.hit{background:#fff3c4}
+.n{display:inline-block;width:3.5em;margin-right:1em;text-align:right;color:#999;text-decoration:none;user-select:none}
+.k,.kn,.kd,.kc,.ow{color:#7b1fa2}.s,.s1,.s2,.sd,.sa,.se{color:#2e7d32}.c,.c1,.cm{color:#757575;font-style:italic}
+.mi,.mf,.il{color:#c62828}.nf,.nc{color:#1565c0}.nd,.bp,.nb{color:#ef6c00}
+@media (prefers-color-scheme:dark){body{background:#1e2129;color:#ddd}header{border-color:#333}header a{color:#8c9eff}
+.l:target,.l.hit{background:#4a3f10}.k,.kn,.kd,.kc,.ow{color:#ce93d8}.s,.s1,.s2,.sd,.sa,.se{color:#a5d6a7}
+.c,.c1,.cm{color:#9e9e9e}.mi,.mf,.il{color:#ef9a9a}.nf,.nc{color:#90caf9}.nd,.bp,.nb{color:#ffcc80}}
+"""
+
+_PAGE_JS = """(function(){var m=/^#L(\\d+)(?:-L(\\d+))?$/.exec(location.hash);if(!m)return;
+var a=+m[1],b=+(m[2]||m[1]);for(var i=a;i<=b;i++){var e=document.getElementById('L'+i);if(e)e.classList.add('hit');}})();"""
