@@ -208,3 +208,57 @@ IMPORT_ERROR = "import numpyy_not_a_module\n\ndef level_order_with_depth(root, s
 WRONG_SIGNATURE = "def level_order_with_depth():\n    return []\n"
 
 MISSING_SYMBOL = "def level_order(root):\n    return []\n"
+
+ONLINE_LOGPROBS_OK = '''
+import torch
+
+
+def online_logprobs(logits, targets, *, block_size=4096, temperature=1.0, ignore_index=-100):
+    x = logits.double() / temperature
+    n, v = x.shape
+    m = torch.full((n,), float("-inf"), dtype=x.dtype)
+    s = torch.zeros(n, dtype=x.dtype)
+    a = torch.zeros(n, dtype=x.dtype)
+    for j in range(0, v, block_size):
+        b = x[:, j:j + block_size]
+        m_new = torch.maximum(m, b.max(1).values)
+        shift = torch.where(torch.isinf(m), torch.zeros_like(m), m - m_new)
+        e = torch.exp(b - m_new[:, None])
+        a = torch.exp(shift) * (a + s * shift) + (e * (b - m_new[:, None])).sum(1)
+        s = torch.exp(shift) * s + e.sum(1)
+        m = m_new
+    y = targets.clamp(min=0)
+    logp = x.gather(1, y[:, None])[:, 0] - m - torch.log(s)
+    logp = torch.where(targets == ignore_index, torch.zeros_like(logp), logp)
+    return logp, torch.log(s) - a / s
+'''
+
+# the classic slip: a new block's maximum is used without rescaling the running sums
+ONLINE_LOGPROBS_NO_RESCALE = ONLINE_LOGPROBS_OK.replace(
+    "a = torch.exp(shift) * (a + s * shift) + ", "a = a + ").replace("s = torch.exp(shift) * s + ", "s = s + ")
+
+FUSED_BACKWARD_OK = '''
+import torch
+
+
+def fused_logprob_backward(hidden, weight, targets, grad_logp, grad_entropy, *, temperature=1.0,
+                           ignore_index=-100, chunk_size=1024):
+    dh = torch.zeros_like(hidden)
+    dw = torch.zeros_like(weight)
+    for i in range(0, hidden.shape[0], chunk_size):
+        h, y = hidden[i:i + chunk_size], targets[i:i + chunk_size]
+        g, gh = grad_logp[i:i + chunk_size], grad_entropy[i:i + chunk_size]
+        logp = torch.log_softmax(h @ weight.T / temperature, -1)
+        p = logp.exp()
+        ent = -(p * logp).sum(-1)
+        g = torch.where(y == ignore_index, torch.zeros_like(g), g)
+        onehot = torch.zeros_like(p)
+        onehot.scatter_(1, y.clamp(min=0)[:, None], 1.0)
+        dz = (onehot * g[:, None] - p * (g[:, None] + gh[:, None] * (logp + ent[:, None]))) / temperature
+        dh[i:i + chunk_size] = dz @ weight
+        dw += dz.T @ h
+    return dh, dw
+'''
+
+# forgets the chain rule through x = z / temperature
+FUSED_BACKWARD_NO_TEMPERATURE = FUSED_BACKWARD_OK.replace(") / temperature\n", ")\n")

@@ -173,3 +173,20 @@ def test_cli_start_then_judge_and_the_review_is_recorded(tmp_path):
     got = con.execute("SELECT entry_id, rating, source FROM reviews ORDER BY id").fetchall()
     con.close()
     assert got == [("level-order-with-depth", 1, "kata"), ("level-order-with-depth", 3, "kata")]
+
+
+def test_online_logprobs_kata_accepts_a_one_pass_softmax_and_catches_a_missing_rescale(tmp_path):
+    res = run(tmp_path, "online_logprobs", S.ONLINE_LOGPROBS_OK)
+    assert res.ok, [(p.name, p.reason, p.message) for p in res.props]
+    res = run(tmp_path, "online_logprobs", S.ONLINE_LOGPROBS_NO_RESCALE, only=["prop_maximum_in_a_late_block"])
+    (p,) = only_failure(res)
+    assert p.reason == "wrong result" and "expected" in p.message
+
+
+def test_fused_backward_kata_accepts_a_chunked_backward_and_catches_a_missing_temperature(tmp_path):
+    res = run(tmp_path, "fused_logprob_backward", S.FUSED_BACKWARD_OK)
+    assert res.ok, [(p.name, p.reason, p.message) for p in res.props]
+    res = run(tmp_path, "fused_logprob_backward", S.FUSED_BACKWARD_NO_TEMPERATURE,
+              only=["prop_temperature_is_a_weight_rescale"])
+    (p,) = only_failure(res)
+    assert p.reason == "wrong result", p

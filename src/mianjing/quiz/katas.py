@@ -68,6 +68,10 @@ REGISTRY: tuple[Kata, ...] = (
     Kata("dpo_loss", "impls/rl/dpo.py", "dpo_loss", "verifiers/katas/dpo_loss.py", "dpo-derivation"),
     Kata("BSTIterator", "impls/coding/bst_iterator.py", "BSTIterator", "verifiers/katas/bst_iterator.py",
          "bst-iterator"),
+    Kata("online_logprobs", "impls/scale/fused_logprobs.py", "online_logprobs", "verifiers/katas/online_logprobs.py",
+         "fused-logprob-entropy-kernel"),
+    Kata("fused_logprob_backward", "impls/scale/fused_logprobs.py", "fused_logprob_backward",
+         "verifiers/katas/fused_logprob_backward.py", "fused-logprob-entropy-kernel"),
     Kata("level_order_with_depth", "impls/coding/level_order.py", "level_order_with_depth",
          "verifiers/katas/level_order.py", "level-order-with-depth"),
 )
