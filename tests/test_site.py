@@ -505,3 +505,80 @@ def test_serve_verifies_a_missing_report_then_builds_and_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_minified_figure_is_the_same_picture():
+    """minify() drops bytes, not drawing: the same elements and attributes, every number within 0.01 pt,
+    and numbers under 1 (glyph scale factors such as 0.015625) exact. Oracle: the SVG matplotlib wrote."""
+    import io
+    import re
+    import xml.etree.ElementTree as ET
+
+    from matplotlib.figure import Figure
+
+    from mianjing.site.figures import minify
+
+    fig = Figure(figsize=(3, 2))
+    ax = fig.subplots()
+    ax.plot([0.123456, 1.987654, 3.5], [10.000049, 2.2, 0.3333333])
+    ax.set_title("Ulysses 4×")
+    buf = io.BytesIO()
+    with __import__("matplotlib").rc_context({"svg.fonttype": "path"}):
+        fig.savefig(buf, format="svg")
+    before = buf.getvalue()
+    after = minify(before)
+    assert len(after) < 0.9 * len(before)
+    number = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+
+    def walk(a, b):
+        assert a.tag == b.tag and sorted(a.attrib) == sorted(b.attrib)
+        for key, va in a.attrib.items():
+            na, nb = number.findall(va), number.findall(b.attrib[key])
+            assert len(na) == len(nb), (key, va, b.attrib[key])
+            for x, y in zip(map(float, na), map(float, nb)):
+                assert (abs(x - y) < 0.01) if abs(x) >= 1 else x == y, (key, x, y)
+            assert number.sub("#", " ".join(va.split())) == number.sub("#", b.attrib[key])
+        kids_a, kids_b = list(a), list(b)
+        assert len(kids_a) == len(kids_b)
+        for x, y in zip(kids_a, kids_b):
+            walk(x, y)
+
+    strip = lambda root: [c for c in root if not c.tag.endswith("metadata")]  # noqa: E731
+    ra, rb = ET.fromstring(before), ET.fromstring(after)
+    assert [c.tag for c in strip(ra)] == [c.tag for c in rb]
+    for x, y in zip(strip(ra), list(rb)):
+        walk(x, y)
+    assert b"scale(0.015625)" in after  # the glyph scale matplotlib writes, untouched
+
+
+def test_thinned_code_spans_colour_every_character_as_pygments_does():
+    """_highlight drops spans the theme draws in the code's own colour and merges operator/punctuation
+    runs; every character must keep the colour pygments' own markup gives it under the theme's rules
+    (.n = plain; .o and .p = one light colour). Oracle: pygments' untouched HTML."""
+    import html as htmlmod
+    import re
+
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    from mianjing.site.codepages import _highlight
+
+    source = (Path(__file__).resolve().parents[1] / "impls" / "rl" / "ppo.py").read_text(encoding="utf-8")
+    same = {"n": "", "w": "", "": "", "o": "p", "p": "p"}
+
+    def colours(markup: str) -> list[tuple[str, str]]:
+        out, cls = [], [""]
+        for m in re.finditer(r'<span class="([^"]+)">|</span>|([^<]+)', markup):
+            if m.group(1) is not None:
+                cls.append(m.group(1))
+            elif m.group(2) is not None:
+                out += [(ch, same.get(cls[-1], cls[-1])) for ch in htmlmod.unescape(m.group(2)) if not ch.isspace()]
+            else:
+                cls.pop()
+        return out
+
+    raw = highlight(source, PythonLexer(stripnl=False, ensurenl=True), HtmlFormatter(nowrap=True))
+    thin = "\n".join(_highlight("impls/rl/ppo.py", source))
+    assert colours(thin) == colours(raw)
+    assert len(thin) < 0.85 * len(raw)

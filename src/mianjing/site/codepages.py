@@ -25,8 +25,14 @@ from pathlib import Path
 from .source import Snippet
 
 SRC_DIR = "src"
-CACHE_VERSION = "2"
-_WHITESPACE_SPAN = re.compile(r'<span class="w">(\s*)</span>')
+CACHE_VERSION = "3"
+# Spans that change nothing on screen, dropped for lighter pages: whitespace, and names (the theme
+# colours ``.n`` with the code's own foreground colour, --md-code-hl-name-color = --md-code-fg-color).
+_PLAIN_SPAN = re.compile(r'<span class="[wn]">([^<]*)</span>')
+# Operators and punctuation share one colour in the theme (--md-default-fg-color--light): one class,
+# and a run of them in one span.
+_OPERATOR_SPAN = re.compile(r'<span class="o">')
+_RUN = re.compile(r'<span class="p">([^<]*)</span><span class="p">')
 
 # highlighted lines by the sha256 of the file's text: shared by both languages, kept between builds
 _HIGHLIGHTED: dict[str, list[str]] = {}
@@ -71,7 +77,13 @@ def _highlight(path: str, text: str) -> list[str]:
             lexer = TextLexer(stripnl=False, ensurenl=True)
         n = len(text.splitlines())
         out = highlight(text, lexer, HtmlFormatter(nowrap=True))
-        out = _WHITESPACE_SPAN.sub(r"\1", out)  # whitespace needs no colour: lighter pages
+        out = _PLAIN_SPAN.sub(r"\1", out)
+        out = _OPERATOR_SPAN.sub('<span class="p">', out)
+        while True:
+            merged = _RUN.sub(r'<span class="p">\1', out)
+            if merged == out:
+                break
+            out = merged
         lines = out.split("\n")
         _HIGHLIGHTED[key] = (lines + [""] * n)[:n]
         _dirty = True

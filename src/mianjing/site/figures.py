@@ -22,6 +22,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-VERSION = "1"  # bump when the drawing or the SVG post-processing changes
+VERSION = "3"  # bump when the drawing or the SVG post-processing changes
 
 STYLE = {
     "font.family": ["DejaVu Sans"],  # + the first installed font of CJK_FONTS, as a fallback
@@ -279,7 +280,24 @@ def draw(root: Path, ref: str, lang: str) -> tuple[bytes | None, list[str]]:
         msg = str(w.message)
         if "missing from" in msg and "font" in msg:
             problems.append(f"{msg} (install fonts-wqy-microhei)")
-    return buf.getvalue(), list(dict.fromkeys(problems))
+    return minify(buf.getvalue()), list(dict.fromkeys(problems))
+
+
+_METADATA = re.compile(rb"<metadata>.*?</metadata>\s*|<!--.*?-->", re.S)
+_LONG_DECIMAL = re.compile(rb"(?<![\d.])([1-9]\d*\.\d\d)\d+")  # 1 and above: glyph scales (0.015625) stay exact
+_BREAK = re.compile(rb"\s*\n\s*")
+_GAP = re.compile(rb">\s+<")
+_TRAILING = re.compile(rb'\s+"(?=[\s/>])')  # `d="M 0 0 L 1 1 "`: the space before an attribute's closing quote
+
+
+def minify(svg: bytes) -> bytes:
+    """The same picture in fewer bytes (about a sixth fewer): no metadata or comments, coordinates
+    of 1 pt and more to 0.01 pt (far below a pixel; scale factors under 1 stay exact), no line breaks or indentation."""
+    svg = _METADATA.sub(b"", svg)
+    svg = _LONG_DECIMAL.sub(rb"\1", svg)
+    svg = _BREAK.sub(b" ", svg)
+    svg = _GAP.sub(b"><", svg)
+    return _TRAILING.sub(b'"', svg)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
