@@ -36,6 +36,12 @@ def test_layouts_and_where_fp16_is_more_precise(evidence):
     assert err16 <= 2 ** -11 and errbf <= 2 ** -8 and errbf > 4 * err16   # normal range: fp16 8x finer
     tiny, huge = 1e-6, 1e5
     assert _rel_err(tiny, torch.float16) > 5 * _rel_err(tiny, torch.bfloat16)  # fp16 subnormal: bf16 wins
+    # the normal range's lower end and the subnormal counterexample, as the correction quotes them (6.1e-5, %)
+    evidence.quote("FP16 smallest normal / 1e-5", quoted=6.1, measured=fp16.smallest_normal / 1e-5, digits=1)
+    evidence.quote("FP16 relative error at 1e-6 (%)", quoted=1.3, measured=100 * _rel_err(tiny, torch.float16),
+                   digits=1)
+    evidence.quote("BF16 relative error at 1e-6 (%)", quoted=0.16, measured=100 * _rel_err(tiny, torch.bfloat16),
+                   digits=2)
     assert math.isinf(torch.tensor([huge]).half().item()) and _rel_err(huge, torch.bfloat16) < 2 ** -8
     evidence.update(layouts={"fp16": [1, 5, 10], "bf16": [1, 8, 7]},
                     max_rel_error_normal_range={"fp16": err16, "bf16": errbf},
@@ -94,6 +100,12 @@ def test_fp16_gradients_underflow_loss_scaling_recovers_them(evidence):
 @pytest.mark.claim("mp.truncation")
 def test_truncation_is_not_round_to_nearest(evidence):
     x = torch.tensor([1 + 0.75 * 2 ** -7], dtype=torch.float32)
+    # what truncation drops, read from the bit pattern: the low 16 bits as a fraction of one bf16 ulp
+    dropped = (int(x.view(torch.int32).item()) & 0xFFFF) / 0x10000
+    evidence.quote("dropped part, in bf16 ulps", quoted=0.75, measured=dropped, digits=2)
+    evidence.quote("1 + 0.75 * 2^-7 truncated", quoted=1.0, measured=F.bf16_truncate(x).item(), digits=7)
+    evidence.quote("1 + 0.75 * 2^-7 rounded to nearest even (torch)", quoted=1.0078125,
+                   measured=x.to(torch.bfloat16).item(), digits=7)
     assert F.bf16_truncate(x).item() == 1.0 and x.to(torch.bfloat16).item() == 1.0078125
     nan = torch.tensor([0x7F800001], dtype=torch.int32).view(torch.float32)     # a NaN with payload bit 0
     assert math.isnan(nan.item()) and math.isinf(F.bf16_truncate(nan).item())
@@ -103,6 +115,7 @@ def test_truncation_is_not_round_to_nearest(evidence):
     assert torch.equal(rne.view(torch.int16), r.to(torch.bfloat16).view(torch.int16))   # torch rounds RNE
     differ = (F.bf16_truncate(r).view(torch.int16) != rne.view(torch.int16)).double().mean().item()
     assert 0.45 < differ < 0.55
+    evidence.quote("random values where truncation differs (%)", quoted=50, measured=100 * differ, digits=0)
     err_t = ((F.bf16_truncate(r).double() - r.double()).abs() / r.double().abs()).mean().item()
     err_n = ((rne.double() - r.double()).abs() / r.double().abs()).mean().item()
     assert err_t > 1.5 * err_n
