@@ -31,14 +31,16 @@ def _t(lang: str, zh: str, en: str) -> str:
 
 
 def flash_attention_io(lang: str) -> Figure:
-    """HBM elements moved by standard attention and by the tiled forward in both loop orders, counted by
-    running the implementations (d = 64, the same 128×128 tiles for both orders: Q, K, V, O tiles and one
-    score tile, 4·128·64 + 128² elements, fit in one A100 SM's 192 KB in fp16)."""
+    """HBM traffic of standard attention and of the tiled forward in both loop orders, counted by running the
+    implementations, beside the shipped Triton kernel's own byte count (``hbm_bytes``, non-causal and causal).
+    Everything uses the kernel's tile, ``BLOCK_M`` × ``BLOCK_N``, at d = 64; the kernel itself is not run, only
+    its constants and its byte-count function, so the figure stays CPU-only and fast."""
     import torch
 
     from impls.inference.attention import IOCount, naive_attention, tiled_attention
+    from impls.inference.flash_attention_triton import BLOCK_M, BLOCK_N, hbm_bytes
 
-    d, br, bc = 64, 128, 128
+    d, br, bc = 64, BLOCK_M, BLOCK_N
     ns = [256, 512, 1024, 2048]
     rows = {"std": [], "kv": [], "q": []}
     with _one_thread():
@@ -52,6 +54,8 @@ def flash_attention_io(lang: str) -> Figure:
                 c = IOCount()
                 run(c)
                 rows[key].append(c.hbm_total * 2 / 2**20)      # fp16 bytes, MiB
+    kernel = [hbm_bytes(n, d, bytes_per_element=2) / 2**20 for n in ns]
+    kernel_causal = [hbm_bytes(n, d, causal=True, bytes_per_element=2) / 2**20 for n in ns]
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
     ax.plot(ns, rows["std"], "o-", label=_t(lang, "标准 Attention（写回 S、P）", "standard attention (S, P through HBM)"))
@@ -59,6 +63,10 @@ def flash_attention_io(lang: str) -> Figure:
                                           f"FlashAttention-1 order (K/V outer, tiles {br}×{bc})"))
     ax.plot(ns, rows["q"], "^-", label=_t(lang, f"FlashAttention-2 顺序（Q 外层，块 {br}×{bc}）",
                                          f"FlashAttention-2 order (Q outer, tiles {br}×{bc})"))
+    ax.plot(ns, kernel, "x", ms=9, c="k", label=_t(lang, f"Triton kernel 的 hbm_bytes()（BLOCK_M×BLOCK_N = {br}×{bc}）",
+                                                     f"Triton kernel, hbm_bytes() (BLOCK_M×BLOCK_N = {br}×{bc})"))
+    ax.plot(ns, kernel_causal, "x--", ms=7, c="gray", label=_t(lang, "Triton kernel 的 hbm_bytes()，causal",
+                                                              "Triton kernel, hbm_bytes(), causal"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(_t(lang, "序列长度 N（d = 64）", "sequence length N (d = 64)"))

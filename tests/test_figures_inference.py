@@ -39,3 +39,24 @@ def test_figure_in_both_languages(name):
 def test_unknown_language_is_refused():
     with pytest.raises(ValueError, match="lang"):
         F.kv_memory_vs_seq("fr")
+
+
+def test_flash_attention_io_draws_the_shipped_kernels_tile_and_bytes():
+    """The IO figure follows impls/inference/flash_attention_triton.py: its BLOCK_M × BLOCK_N tile in the legend,
+    and its hbm_bytes() (not a copy of the formula) for the kernel's points, on top of the Q-outer count."""
+    from impls.inference.flash_attention_triton import BLOCK_M, BLOCK_N, hbm_bytes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = F.flash_attention_io("en")
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    tile = f"{BLOCK_M}×{BLOCK_N}"
+    assert sum(tile in label for label in lines) >= 3            # both loop orders and the kernel
+    kernel = next(line for label, line in lines.items() if "hbm_bytes" in label and "causal" not in label)
+    q_outer = next(line for label, line in lines.items() if "Q outer" in label)
+    ns = [int(x) for x in kernel.get_xdata()]
+    assert list(kernel.get_ydata()) == pytest.approx([hbm_bytes(n, 64) / 2**20 for n in ns])
+    # the same traffic as the Q-outer count, but for the lse: fp32 (4 bytes) in the kernel, one fp16 element there
+    for n, k_mib, q_mib in zip(ns, kernel.get_ydata(), q_outer.get_ydata()):
+        assert k_mib * 2**20 == pytest.approx(q_mib * 2**20 + 2 * n)

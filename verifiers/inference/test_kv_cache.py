@@ -122,6 +122,9 @@ def test_seven_b_ten_k_tokens(evidence):
     sizes = {n: K.kv_cache_bytes(K.preset(n), 10_000) / GB for n in ("llama-2-7b", "llama-3-8b", "qwen2.5-7b")}
     evidence.quote("GB for a 7B (MHA) model at 10k tokens", quoted=5, measured=sizes["llama-2-7b"], digits=0)
     assert sizes["llama-3-8b"] < 1.5 and sizes["qwen2.5-7b"] < 0.6                # GQA models: 4x and 9x less
+    evidence.quote("Llama-2-7B (MHA) at 10k tokens, GB", quoted=5.24, measured=sizes["llama-2-7b"], digits=2)
+    evidence.quote("Llama-3-8B (8 KV heads) at 10k tokens, GB", quoted=1.31, measured=sizes["llama-3-8b"], digits=2)
+    evidence.quote("Qwen2.5-7B (4 KV heads) at 10k tokens, GB", quoted=0.57, measured=sizes["qwen2.5-7b"], digits=2)
     evidence.update(gb_at_10k_tokens={k: round(v, 3) for k, v in sizes.items()},
                     counterexample={"model": "qwen2.5-7b (GQA, 4 KV heads)", "gb": round(sizes["qwen2.5-7b"], 3)})
 
@@ -137,6 +140,8 @@ def test_hidden_size_formula_misses_layers_and_kv_heads(evidence):
     real = K.kv_cache_bytes(qwen, 2048, 4, "fp8")
     assert real == 2 * 40 * 40 * 128 * 2048 * 4                          # 40 layers, 40 KV heads of 128
     assert qwen.hidden_size == 5120 and real / as_quoted > 16
+    evidence.quote("Qwen-14B real cache, GB", quoted=3.36, measured=real / GB, digits=2)
+    evidence.quote("real over the quoted formula (x)", quoted=16.7, measured=real / as_quoted, digits=1)
     llama = K.preset("llama-3-8b")                                       # GQA: hidden_size overstates per layer
     per_layer = K.kv_cache_bytes(llama, 2048, 4, "fp8") / llama.n_layers
     assert per_layer * 4 == quoted_formula(2048, 4, llama.hidden_size, 1)
@@ -164,6 +169,10 @@ def test_32k_context_llama31(evidence):
     big = K.kv_cache_bytes(K.preset("llama-3.1-70b"), 32_768, 1, "fp16")
     assert small == 4 * 2**30 and big == 10 * 2**30                      # exactly 4 GiB and 10 GiB
     assert 8 * GB / small > 1.8 and 40 * GB / big > 3.6
+    evidence.quote("Llama-3.1-8B at 32K, GB", quoted=4.29, measured=small / GB, digits=2)
+    evidence.quote("Llama-3.1-70B at 32K, GB", quoted=10.7, measured=big / GB, digits=1)
+    evidence.quote("8 GB over the real 8B cache (x)", quoted=2, measured=8 * GB / small, digits=0)
+    evidence.quote("40 GB over the real 70B cache (x)", quoted=4, measured=40 * GB / big, digits=0)
     evidence.update(gb={"llama-3.1-8b": round(small / GB, 2), "llama-3.1-70b": round(big / GB, 2)},
                     counterexample={"claimed_gb": {"8B": 8, "70B": 40},
                                     "real_gb": {"8B": round(small / GB, 2), "70B": round(big / GB, 2)},
