@@ -374,3 +374,10 @@ def test_the_real_names_table_covers_the_agreed_slugs():
         for s in (slug.split("/")[0], slug):
             assert s in names.topics, s
             assert names.topic(s, "zh") != s and names.topic(s, "en") != s, s
+
+
+def test_what_counts_as_a_quoted_figure():
+    from mianjing.quoted import figures
+
+    assert figures("Llama-3.1-8B at 4.29 GB, GPT-3.5 is 2× slower") == [4.29, 2.0]
+    assert figures("§3.1, 10^{-3}, x_{0.5}, 44%, (-0.5) and 3 倍") == [44.0, 0.5, 3.0]

@@ -1,7 +1,7 @@
 """Figures a claim's text quotes, and the ``evidence.quote(...)`` calls in its verifiers that pin them.
 
 A *figure* is a decimal number, a percentage or a multiple (``0.094``, ``44%``, ``2.2×``) in a claim's
-statement or correction; section numbers (``§3.1``) and exponents (``10^{-3}``) are not figures. Every
+statement or correction; section numbers (``§3.1``), exponents (``10^{-3}``) and model versions (``Llama-3.1``) are not figures. Every
 figure an executable claim quotes must be asserted by a verifier of that claim with
 ``evidence.quote(name, quoted=<the figure>, ...)`` where the figure is a literal, or a loop variable
 over a literal table (a percentage may be quoted as 44 or 0.44), and
@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .markers import _is_claim_mark
 
-# a decimal, percentage or multiple not glued to a word, a section sign, an exponent or a subscript
-FIGURE = re.compile(r"(?<![\w§^_{.\\])(\d+\.\d+|\d+(?:\.\d+)?(?=\s?%|×|\s?倍|\stimes\b))")
+# a decimal, percentage or multiple not glued to a word, a section sign, an exponent, a subscript or a
+# model's version (Llama-3.1, GPT-3.5: a letter and a hyphen before it)
+FIGURE = re.compile(r"(?<![\w§^_{.\\])(?<![A-Za-z]-)(\d+\.\d+|\d+(?:\.\d+)?(?=\s?%|×|\s?倍|\stimes\b))")
 
 
 def figures(text: str) -> list[float]:
