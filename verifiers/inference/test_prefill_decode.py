@@ -33,6 +33,8 @@ def test_which_phase_is_bound_by_what(evidence):
         "decode, batch 512, context 128": R.step_cost(LLAMA3, batch=512, new=1, context=128),
     }
     bound = {k: c.bound(H100) for k, c in cases.items()}
+    evidence.quote("FLOP/B of a 16-token Llama-3-8B prefill", quoted=15.9,
+                   measured=cases["prefill 16 tokens, batch 1"].intensity, digits=1)
     assert bound["prefill 2048 tokens, batch 1"] == "compute"
     assert bound["decode, batch 1, context 4096"] == "memory"
     assert bound["prefill 16 tokens, batch 1"] == "memory"                  # a short prompt is memory-bound
@@ -105,6 +107,8 @@ def test_continuous_batching_leaves_compute_idle(evidence):
     jobs = _jobs()
     co = continuous_batching(jobs, LLAMA3, H100, batch=64)
     util = co.compute_utilisation(H100)
+    evidence.quote("share of peak FLOP/s used with 64 slots", quoted=28, measured=100 * util, digits=0)
+    evidence.quote("longest over median decode iteration", quoted=69, measured=co.stall_ratio, digits=0)
     assert util < 0.5
     assert co.stall_ratio > 10                       # an iteration carrying a prefill delays every decode in it
     # KV memory caps the batch: Llama-2-7B (MHA) at 2048 tokens per sequence on an 80 GB H100

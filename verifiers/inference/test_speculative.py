@@ -129,9 +129,20 @@ def test_unlikely_draft_token_is_accepted_p_over_q_of_the_time(evidence):
     draft = torch.zeros(batch, 1, dtype=torch.long)                          # the draft proposed token 0
     tokens, n = S.verify(p.expand(batch, -1, -1), q.expand(batch, -1, -1), draft, g)
     kept = float((n == 2).double().mean())
+    evidence.quote("simulated acceptance of the unlikely token", quoted=0.337, measured=kept, digits=3)
     assert abs(kept - 1 / 3) < 0.01                                           # min(1, 0.3/0.9) = 1/3
     assert bool((tokens[n == 1, 0] == 1).all())                               # a rejection still emits a token
+    # the same pair with the draft sampling from q: it proposes the token 90% of the time, yet the token is
+    # emitted only as often as the target wants it
+    drafted = torch.multinomial(q.expand(batch, -1), 1, generator=g)
+    tokens2, _ = S.verify(p.expand(batch, -1, -1), q.expand(batch, -1, -1), drafted, g)
+    proposed = float((drafted[:, 0] == 0).double().mean())
+    emitted = float((tokens2[:, 0] == 0).double().mean())
+    evidence.quote("draft probability q(x), as often as the draft proposes x", quoted=0.9, measured=proposed, digits=1)
+    evidence.quote("target probability p(x), as often as x is emitted", quoted=0.3, measured=emitted, digits=1)
+    assert abs(emitted - 0.3) < 0.01
     evidence.update(p_over_q=round(0.3 / 0.9, 4), measured_acceptance=round(kept, 4),
+                    drafted_from_q={"proposed": round(proposed, 4), "emitted": round(emitted, 4)},
                     counterexample={"q(x)": 0.9, "p(x)": 0.3, "accepted_fraction": round(kept, 4)})
 
 
@@ -148,15 +159,29 @@ def test_expected_tokens_formula_and_its_iid_assumption(evidence):
         _, _, n = _run(p, q, 100_000, gamma, seed=gamma)
         got = float(n.double().mean())
         want = S.expected_tokens(alpha, gamma)
-        assert abs(got - want) < 0.02 * want
+        assert abs(got - want) < 0.01 * want
         sims[f"alpha={alpha}, gamma={gamma}"] = [round(got, 3), round(want, 3)]
     # acceptance that varies by position: the formula with the mean α is off
     alphas = [0.95, 0.2, 0.95, 0.95]
-    exact = sum(float(torch.tensor(alphas[:j]).prod()) for j in range(len(alphas) + 1))
+    gamma = len(alphas)
+    p = torch.tensor([[a, 1 - a, 0.0] for a in alphas] + [[1.0, 0.0, 0.0]], dtype=torch.float64)
+    q = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64).expand(gamma, -1)
+    _, _, n = _run(p, q, 200_000, gamma, seed=7)
+    reached = [float((n - 1 >= i).double().mean()) for i in range(gamma)]
+    accepted = [float((n - 1 > i).double().mean()) for i in range(gamma)]
+    by_position = [a / r for a, r in zip(accepted, reached)]                 # P(accept | position reached)
+    for i, q_ in ((0, 0.95), (1, 0.2), (2, 0.95), (3, 0.95)):
+        evidence.quote(f"simulated acceptance at position {i + 1}", quoted=q_, measured=by_position[i], digits=2)
+    exact = sum(float(torch.tensor(alphas[:j], dtype=torch.float64).prod()) for j in range(gamma + 1))
+    assert abs(float(n.double().mean()) - exact) < 0.01 * exact
     mean_alpha = sum(alphas) / len(alphas)
-    plug_in = S.expected_tokens(mean_alpha, len(alphas))
+    plug_in = S.expected_tokens(mean_alpha, gamma)
+    evidence.quote("true tokens per call, acceptance by position", quoted=2.49, measured=exact, digits=2)
+    evidence.quote("formula with the mean acceptance", quoted=3.13, measured=plug_in, digits=2)
     assert plug_in > 1.2 * exact
     evidence.update(simulated_vs_formula=sims,
+                    simulated_by_position={"acceptance": [round(x, 4) for x in by_position],
+                                           "tokens_per_call": round(float(n.double().mean()), 4)},
                     counterexample={"alphas_by_position": alphas, "exact_tokens_per_call": round(exact, 4),
                                     "formula_with_mean_alpha": round(plug_in, 4)})
 
@@ -167,6 +192,7 @@ def test_speedup_formula_drops_the_target_token(evidence):
     quoted = alpha * (1 - alpha ** k) / (1 - alpha) / (1 + k * c)
     evidence.quote("speed-up by the quoted formula", quoted=1.69, measured=quoted, digits=2)
     leviathan = S.expected_speedup(alpha, k, c)
+    evidence.quote("speed-up by Leviathan's walltime formula", quoted=2.40, measured=leviathan, digits=2)
     p = torch.tensor([alpha, 1 - alpha, 0.0], dtype=torch.float64).expand(k + 1, -1)
     q = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64).expand(k, -1)
     _, _, n = _run(p, q, 200_000, k, seed=11)
@@ -192,6 +218,9 @@ def test_alpha_is_not_the_fraction_of_drafts_kept(evidence):
     per_position = [float(((n - 1) > i).double().mean()) for i in range(gamma)]
     conditional = [per_position[0]] + [per_position[i] / per_position[i - 1] for i in range(1, gamma)]
     assert all(abs(x - alpha) < 0.01 for x in conditional)                    # α: P(accept | reached)
+    pooled = sum(per_position) / (1 + sum(per_position[:-1]))                 # accepted / reached, all positions
+    evidence.quote("α measured as P(accept | position reached)", quoted=0.8, measured=pooled, digits=1)
+    evidence.quote("fraction of drafts that survive", quoted=0.59, measured=kept_fraction, digits=2)
     evidence.update(alpha=alpha, fraction_of_drafts_kept=round(kept_fraction, 4), exact=round(exact, 4),
                     conditional_acceptance_by_position=[round(x, 3) for x in conditional],
                     counterexample={"alpha": alpha, "gamma": gamma, "fraction_kept": round(kept_fraction, 4)})
