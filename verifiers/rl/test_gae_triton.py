@@ -104,6 +104,8 @@ def test_gae_kernel_matches_episode_oracle(evidence, device):
     m = torch.tensor([[1, 1, 0, 0, 1]])
     a, _ = _kernel()(r.to(device), v.to(device), m.to(device), 1.0, 1.0, block_t=2)
     assert a.cpu().tolist() == [[0.5, 0.5, 0.0, 0.0, 0.5]], a
+    for i, q in ((0, 0.5), (1, 0.5)):
+        evidence.quote(f"turn-1 advantage, token {i}", quoted=q, measured=float(a[0, i]), abs=1e-6)
     # the same tokens with a `done` after turn 1 reset there: turn 1 no longer sees the final reward
     a_done, _ = _kernel()(r.to(device), v.to(device), m.to(device), 1.0, 1.0,
                           dones=torch.tensor([[0, 1, 0, 0, 1]]).to(device), block_t=2)
