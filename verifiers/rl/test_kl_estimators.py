@@ -167,7 +167,7 @@ def test_k3_as_loss_gives_forward_kl_gradient(evidence):
 
 
 @pytest.mark.claim("kl.k2-loss.gradient-unbiased")
-def test_k2_as_loss_gives_forward_kl_gradient(evidence):
+def test_k2_as_loss_gives_reverse_kl_gradient(evidence):
     worst = 0.0
     for seed in range(10):
         theta, theta_ref = _pair(seed)
