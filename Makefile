@@ -31,12 +31,12 @@ serve: setup
 	$(BIN)/mianjing site serve --addr $(ADDR)
 
 tests: setup
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
 test: setup
 	$(BIN)/mianjing check
 	$(BIN)/mianjing verify -j $(JOBS)
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
 # The project's fault-injection suite (not part of `make test`: about a quarter of an hour on 2 cores).
 # Each mutant of mutants/*.py runs alone in a scratch copy; report in build/mutants.json.
