@@ -81,7 +81,9 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
     assert len(out.splitlines()) == 1 and says in out and "Traceback" not in out
 
 
-def test_cli_prints_the_table():
-    res = runner.invoke(app, ["kv", "--model", "qwen2.5-7b", "--seq", "32768"], env={"COLUMNS": "200"})
+def test_cli_prints_the_table(monkeypatch):
+    # the CLI's console is built when mianjing.cli is imported, at whatever width the terminal had then
+    monkeypatch.setattr("mianjing.cli.console", Console(width=200, color_system=None))
+    res = runner.invoke(app, ["kv", "--model", "qwen2.5-7b", "--seq", "32768"])
     assert res.exit_code == 0, res.output
     assert "1,879,048,192" in res.output and "GQA-4 (configured)" in res.output
