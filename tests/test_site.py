@@ -200,7 +200,12 @@ def test_implementation_is_highlighted_and_links_to_its_file(verified):
     _, site = verified
     art = article(site, ENTRY)
     assert 'href="../../../../src/impls/arith.py.html#L1-L2"' in art
-    assert '<span class="k">def</span>' in art and '<span class="nf">add</span>' in art
+    # the listing is fetched as the reader scrolls to it: a fragment beside the file pages
+    frag = re.search(r'class="mj-src mj-lazy" data-src="\.\./\.\./\.\./\.\./(src/_/[0-9a-f]{16}\.html)"', art)
+    assert frag, art
+    listing = (site / frag.group(1)).read_text()
+    assert '<span class="k">def</span>' in listing and '<span class="nf">add</span>' in listing
+    assert '<span class="k">def</span>' not in art
     page = (site / "src" / "impls" / "arith.py.html").read_text()
     assert 'id="L1"' in page and 'id="L5"' in page and '<span class="nf">sub</span>' in page
     # the English page links the same shared file
@@ -350,7 +355,9 @@ def test_figures_are_drawn_in_both_languages_and_cached(tmp_path, cache):
     assert svgs[""][0].read_bytes() != svgs["en"][0].read_bytes()
     for prefix, svg in (("", svgs[""][0]), ("en/", svgs["en"][0])):
         art = article(first.site_dir, prefix + ENTRY)
-        assert f'src="../../../../assets/figures/{svg.name}"' in art and 'loading="lazy"' in art
+        # loaded by mj.js as the reader nears it; a plain lazy <img> for readers without JS
+        assert f'<img data-src="../../../../assets/figures/{svg.name}"' in art
+        assert f'<noscript><img src="../../../../assets/figures/{svg.name}"' in art and 'loading="lazy"' in art
     assert "<math" in article(first.site_dir, ENTRY).split('class="mj-figure"')[1]  # the caption's maths
     again = build(root, strict=True)
     assert again.stats["figures_drawn"] == 0 and again.stats["figures_total"] == 2

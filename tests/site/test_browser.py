@@ -20,11 +20,21 @@ from tests.site.sitekit import REPO
 SHOTS = REPO / "build" / "screenshots"
 CLIP_ENTRY = "q/rl/ppo/ppo-clip-by-advantage-sign/"
 ZERO = ("zero-memory-and-sharding", "zero-in-practice")
-UNFOLD = """() => {  /* what a reader can reach: every card's details open, nothing deferred */
+UNFOLD = """async () => {  /* what a reader can reach: every card's details open, every listing loaded */
   document.querySelectorAll('details').forEach(d => d.open = true);
+  document.querySelectorAll('img[data-src]').forEach(i => { i.src = i.getAttribute('data-src'); i.removeAttribute('data-src'); });
   const s = document.createElement('style');
   s.textContent = '*{content-visibility:visible!important}';
   document.head.appendChild(s);
+  /* the code mj.js fetches as the reader scrolls or opens a card, fetched now (marked, so mj.js does not
+     fetch it again) */
+  await Promise.all([...document.querySelectorAll('.mj-lazy[data-src]:not([data-loaded])')].map(async el => {
+    el.setAttribute('data-loaded', '1');
+    const r = await fetch(el.getAttribute('data-src'));
+    if (!r.ok) throw new Error(el.getAttribute('data-src') + ': ' + r.status);
+    el.querySelector('.mj-note')?.remove();
+    el.insertAdjacentHTML('beforeend', await r.text());
+  }));
 }"""
 
 

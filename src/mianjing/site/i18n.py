@@ -40,6 +40,7 @@ _T: dict[str, tuple[str, str]] = {
     "environment": ("运行环境", "Environment"),
     "verifier": ("验证代码", "Verifier source"),
     "open_file": ("打开文件", "open the file"),
+    "impl_loading": ("滚动到这里时载入代码；标题链接到完整的文件页。", "The code loads as you scroll to it; the title links to the whole file."),
     "show_code": ("展开后加载代码。", "The code loads when this section is opened."),
     "tests": ("测试", "Tests"),
     "no_verifier_found": ("没有找到验证这个论断的测试。", "No test names this claim."),

@@ -226,7 +226,9 @@ def entry_page(entry: Entry, lang: str, data: SiteData) -> str:
                 data.problems.append(f"{entry.id}: implementation {ref}: {exc}")
                 out += [f'!!! failure "{ref}"', "", _indent(str(exc)), ""]
                 continue
-            out += [raw(data.code.inline(snip, root_up(me, lang))), ""]
+            # fetched as the reader scrolls near it (mj.js), like the verifiers' code: the listing is the
+            # largest part of a typical page, and the title links the file page for readers without JS
+            out += [raw(data.code.lazy(snip, root_up(me, lang), t("impl_loading", lang))), ""]
 
     out += [f"## {t('key_points', lang)} {{#key-points}}", ""]
     out += [f"- {kp.get(lang)}" for kp in entry.key_points]
@@ -279,7 +281,8 @@ def figure_html(fig, i: int, lang: str, me: str, data: SiteData) -> str:
     name = fig.ref.split("::", 1)[1]
     src = f"{up(me)}assets/figures/{job.file}" if job is not None else ""
     return (f'<figure class="mj-figure" id="figure-{html.escape(name)}">'
-            f'<img src="{html.escape(src)}" alt="{alt}" loading="lazy" decoding="async">'
+            f'<img data-src="{html.escape(src)}" alt="{alt}" decoding="async">'  # mj.js sets src near the viewport
+            f'<noscript><img src="{html.escape(src)}" alt="{alt}" loading="lazy"></noscript>'
             f'<figcaption><b>{t("figure_n", lang, n=i)}</b> {caption} '
             f'<span class="mj-note">{html.escape(t("figure_note", lang, ref=fig.ref).replace("`", ""))}</span></figcaption></figure>')
 

@@ -131,6 +131,19 @@
     lazy.forEach(function (el) { var d = el.closest("details"); if (!d || d.open) io.observe(el); });
   }
 
+  /* ---------------------------------------------------------------- lazy figures */
+  /* figures load as the reader scrolls near them (a screen ahead), not with the page; <noscript> keeps
+     a plain <img> for readers without JS */
+  function setupFigures() {
+    var imgs = document.querySelectorAll("img[data-src]");
+    function show(img) { img.src = img.getAttribute("data-src"); img.removeAttribute("data-src"); }
+    if (!("IntersectionObserver" in window)) { imgs.forEach(show); return; }
+    var io = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) { if (e.isIntersecting) { io.unobserve(e.target); show(e.target); } });
+    }, { rootMargin: "600px 0px" });
+    imgs.forEach(function (img) { io.observe(img); });
+  }
+
   /* ---------------------------------------------------------------- language switch */
   document.addEventListener("click", function (ev) {
     var a = ev.target.closest && ev.target.closest("a.md-select__link[hreflang]");
@@ -183,6 +196,7 @@
     document.querySelectorAll(".mj-qtable").forEach(function (box) { setupFilters(box, questionRows(box), true); });
     document.querySelectorAll(".mj-report").forEach(function (box) { setupFilters(box, reportRows(box), false); });
     setupLazy();
+    setupFigures();
     setupSearch();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
