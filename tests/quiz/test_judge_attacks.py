@@ -312,3 +312,22 @@ def test_the_codec_never_builds_objects_it_was_not_asked_for():
     r.feed(b"\x00\x00\x00\x03abc")
     with pytest.raises(WireError):
         r.pop()
+
+
+@needs_bwrap
+def test_a_python_that_lives_under_tmp_is_visible_in_the_sandbox(tmp_path, monkeypatch):
+    """A checkout (and its .venv) under /tmp: the sandbox's empty /tmp must not hide the interpreter's
+    folders (CI on a clone in /tmp saw every submission 'exit with code 1' at import)."""
+    root = tmp_path / "venv-like"
+    root.mkdir()
+    (root / "probe.txt").write_text("visible")
+    assert str(root).startswith("/tmp/"), root
+    real = sandbox._python_roots()
+    monkeypatch.setattr(sandbox, "_python_roots", lambda: [*real, str(root)])
+    submission = tmp_path / "submission.py"  # bound on its own: not what is being probed
+    submission.write_text("")
+    argv = sandbox.bwrap_argv(sandbox.bwrap_path(), submission,
+                              [sys.executable, "-I", "-c", f"print(open({str(root / 'probe.txt')!r}).read())"],
+                              dict(sandbox.SCRUBBED_ENV, HOME="/sandbox", TMPDIR="/tmp"))
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "visible", (out.returncode, out.stderr[-500:])

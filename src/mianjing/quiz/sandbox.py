@@ -128,13 +128,15 @@ def bwrap_argv(bwrap: str, file: Path, python_argv: list[str], env: dict[str, st
     if os.geteuid() == 0:  # root outside: drop to nobody inside a user namespace
         argv += ["--unshare-user", "--uid", "65534", "--gid", "65534"]
     argv += _system_binds()
+    # the empty /tmp first, then the binds: bubblewrap mounts in order, so a Python (a venv, a checkout)
+    # that lives under /tmp is bound on top of the tmpfs instead of hidden by it
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(WORKDIR_MB << 20), "--tmpfs", "/tmp",
+             "--size", str(WORKDIR_MB << 20), "--tmpfs", "/sandbox"]
     for root in _python_roots():
         if not root.startswith("/usr/"):
             argv += ["--ro-bind", root, root]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(WORKDIR_MB << 20), "--tmpfs", "/tmp",
-             "--size", str(WORKDIR_MB << 20), "--tmpfs", "/sandbox",
-             "--ro-bind", str(WORKER), "/judge/judge_worker.py",
+    argv += ["--ro-bind", str(WORKER), "/judge/judge_worker.py",
              "--ro-bind", str(file), str(file),
              "--chdir", "/sandbox", "--hostname", "judge", "--clearenv"]
     for k, v in env.items():
