@@ -6,7 +6,7 @@ import pytest
 
 from mianjing.loader import load
 from mianjing.paths import repo_root
-from mianjing.verify import run
+from tests.injected import outcomes_with_fault
 
 ROOT = repo_root()
 CODING = ["coding.bst-iterator.ascending-order", "coding.bst-iterator.flatten-tradeoff",
@@ -25,9 +25,6 @@ CODING = ["coding.bst-iterator.ascending-order", "coding.bst-iterator.flatten-tr
 def test_broken_implementation_fails_named_claims(tmp_path, monkeypatch, fault, must_fail, must_pass):
     kb = load(ROOT).kb
     assert set(CODING) <= set(kb.claim_index()), "the coding claims were renamed: update this test"
-    monkeypatch.setenv("MIANJING_FAULTS", fault)
-    res = run(ROOT, kb, must_fail | must_pass, device="cpu", extra_pytest_args=["-p", "tests.faults"],
-              report_file=tmp_path / "verification.json")
-    outcomes = {c: r["outcome"] for c, r in res.claims.items()}
+    outcomes = outcomes_with_fault(ROOT, kb, must_fail | must_pass, fault, tmp_path, monkeypatch)
     assert {c for c in must_fail if outcomes[c] == "failed"} == must_fail, outcomes
     assert {c for c in must_pass if outcomes[c] == "passed"} == must_pass, outcomes

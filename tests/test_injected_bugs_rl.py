@@ -16,7 +16,7 @@ import torch
 
 from mianjing.loader import load
 from mianjing.paths import repo_root
-from mianjing.verify import run
+from tests.injected import outcomes_with_fault
 
 ROOT = repo_root()
 
@@ -96,10 +96,7 @@ CASES = [
 def test_injected_bug_fails_named_claims(tmp_path, monkeypatch, fault, must_fail, must_pass):
     kb = load(ROOT).kb
     assert (must_fail | must_pass) <= set(kb.claim_index()), "the PPO/GAE claims were renamed: update this test"
-    monkeypatch.setenv("MIANJING_FAULTS", fault)
     monkeypatch.setenv("MIANJING_MAX_EXAMPLES", "15")
-    res = run(ROOT, kb, must_fail | must_pass, device="cpu", extra_pytest_args=["-p", "tests.faults"],
-              report_file=tmp_path / "verification.json")
-    outcomes = {c: r["outcome"] for c, r in res.claims.items()}
+    outcomes = outcomes_with_fault(ROOT, kb, must_fail | must_pass, fault, tmp_path, monkeypatch)
     assert {c for c in must_fail if outcomes.get(c) == "failed"} == must_fail, outcomes
     assert {c for c in must_pass if outcomes.get(c) == "passed"} == must_pass, outcomes

@@ -1,13 +1,3 @@
-"""These verifiers run thousands of tiny tensor ops (block loops, token-by-token simulations), for which
-intra-op threads cost far more than they gain on a shared CPU: run each test on one thread."""
+"""Each test on one thread: see verifiers/one_thread.py."""
 
-import pytest
-import torch
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from verifiers.one_thread import one_thread  # noqa: F401 -- an autouse fixture, active in this folder

@@ -40,7 +40,7 @@ from pathlib import Path
 from rich.console import Console
 
 from . import sandbox
-from .judge_worker import CHANNEL_LOST, Codec, FrameReader, WireError, describe_symbol, frame
+from .judge_worker import CHANNEL_LOST, Codec, FrameReader, WireError, _tensors, describe_symbol, frame
 from .katas import MARKER, Kata, available, find
 
 STARTUP_LIMIT = 180.0  # seconds for the worker's Python (and torch) to start on a slow, busy machine
@@ -303,18 +303,6 @@ def _field_kind(obj, fields: tuple[str, ...]) -> str | None:
         elif not isinstance(desc, types.MemberDescriptorType):
             kind = "remote"
     return kind
-
-
-def _tensors(x):
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        yield x
-    elif type(x) in (list, tuple):
-        for v in x:
-            yield from _tensors(v)
-    elif type(x) is dict:
-        for v in x.values():
-            yield from _tensors(v)
 
 
 def _replace(x, swap: dict):
