@@ -33,9 +33,11 @@ serve: setup
 tests: setup
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
+# `make test` (and so CI) reruns every verifier (--all); `make verify` reuses the results whose inputs
+# did not change (mianjing verify is incremental).
 test: setup
 	$(BIN)/mianjing check
-	$(BIN)/mianjing verify -j $(JOBS)
+	$(BIN)/mianjing verify --all -j $(JOBS)
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(JOBS) --dist loadfile
 
 # The project's fault-injection suite (not part of `make test`: about a quarter of an hour on 2 cores).
@@ -47,10 +49,13 @@ mutants: setup
 # benchmarks/results/*-cuda.json, then the kernel claims' verifiers on the GPU. Refuses on a machine without CUDA.
 KERNEL_CLAIMS := kernels.softmax-needs-two-passes kernels.online-softmax.matches-two-pass kernels.naive-logprob-memory \
 	kernels.fused-logprob.memory-bounded kernels.fused-logprob.grad-exact kernels.fused-logprob.recompute-cost \
-	kernels.flash-attention-triton.equals-naive gae.triton-kernel.matches-oracle
+	kernels.flash-attention-triton.equals-naive gae.triton-kernel.matches-oracle \
+	gpu.cuda-graph.saves-cpu-dispatch gpu.cuda-graph.kernels-faster \
+	gemm.triton-kernel.matches-fp64 softmax.triton-kernels.match-fp64 reduce.triton-kernel.matches-fp64 \
+	norms.triton-kernels.match-fp64 transpose.triton-kernel.exact
 gpu-check: setup
 	@$(BIN)/python benchmarks/gpu_check.py
-	MIANJING_MAX_EXAMPLES=20 $(BIN)/mianjing verify --device cuda $(KERNEL_CLAIMS)
+	MIANJING_MAX_EXAMPLES=20 $(BIN)/mianjing verify --all --device cuda $(KERNEL_CLAIMS)
 
 # Optional: cross-check impls/rl against verl, TRL and OpenRLHF in a separate venv (CPU torch only).
 ORACLES := .venv-oracles

@@ -7,7 +7,10 @@ Runs, in this order, and writes what it measured as it goes:
      fused linear cross-entropy when `liger-kernel` is installed) -> benchmarks/results/fused_logprobs-cuda.json;
   3. achieved HBM bandwidth of the GAE kernel and of the log-prob kernels (bytes moved stated, as a fraction
      of the device's datasheet bandwidth), and FlashAttention forward against SDPA's flash backend
-     -> benchmarks/results/kernels-cuda.json.
+     -> benchmarks/results/kernels-cuda.json;
+  4. the interview kernels of impls/kernels (matmul, softmax, reduction, LayerNorm/RMSNorm, transpose): correctness
+     in fp32/fp16/bf16 and time against the PyTorch op (cuBLAS for the matmul), as a fraction of the datasheet
+     bandwidth or Tensor-Core FLOP/s (benchmarks/ops_kernels.py) -> benchmarks/results/ops_kernels-cuda.json.
 On a machine without CUDA it refuses with one line (exit 2) and writes nothing. ``--dry-run`` runs the same
 code paths on CPU in Triton's interpreter at toy sizes (a test of this script, not a measurement) and
 writes to ``--out`` (default: a temporary folder).
@@ -260,6 +263,9 @@ def main() -> None:
     }
     path = out / ("kernels.json" if args.dry_run else "kernels-cuda.json")
     write_json_atomic(path, result)
+    import ops_kernels
+
+    log = log + ops_kernels.run(device, args.dry_run, clock, peak_bw, name, out, result["machine"])
     failed = [c["check"] for c in log if not c["ok"]]
     print(f"wrote {path}; {len(log) - len(failed)}/{len(log)} correctness checks passed"
           + (f"; FAILED: {', '.join(failed)}" if failed else "") + f"; {result['seconds']} s", flush=True)

@@ -56,7 +56,7 @@ def flash_attention_io(lang: str) -> Figure:
                 rows[key].append(c.hbm_total * 2 / 2**20)      # fp16 bytes, MiB
     kernel = [hbm_bytes(n, d, bytes_per_element=2) / 2**20 for n in ns]
     kernel_causal = [hbm_bytes(n, d, causal=True, bytes_per_element=2) / 2**20 for n in ns]
-    fig = Figure(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(5.0, 5.4), layout="constrained")
     ax = fig.subplots()
     ax.plot(ns, rows["std"], "o-", label=_t(lang, "标准 Attention（写回 S、P）", "standard attention (S, P through HBM)"))
     ax.plot(ns, rows["kv"], "s-", label=_t(lang, f"FlashAttention-1 顺序（K/V 外层，块 {br}×{bc}）",
@@ -73,8 +73,7 @@ def flash_attention_io(lang: str) -> Figure:
     ax.set_ylabel(_t(lang, "每个头的 HBM 读写量（MiB，fp16）", "HBM traffic per head (MiB, fp16)"))
     ax.set_title(_t(lang, "前向 HBM 流量：逐次计数", "Forward HBM traffic, counted transfer by transfer"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(loc="upper left", bbox_to_anchor=(-0.2, -0.16))  # below the axes: the labels are long
     return fig
 
 
@@ -91,20 +90,19 @@ def kv_memory_vs_seq(lang: str) -> Figure:
                   qk_rope_head_dim=base.head_dim // 2, qk_nope_head_dim=base.head_dim, v_head_dim=base.head_dim)
     variants = [("MHA (32 KV)", with_kv_heads(base, 32)), ("GQA-8", base), ("MLA", mla), ("MQA (1 KV)", with_kv_heads(base, 1))]
     seqs = [2**k for k in range(10, 21)]
-    fig = Figure(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(5.0, 3.8), layout="constrained")
     ax = fig.subplots()
     for label, cfg in variants:
         ax.plot(seqs, [kv_cache_bytes(cfg, s, 1, "bf16") / 1e9 for s in seqs], "o-", ms=3, label=label)
     ax.axhline(GPUS["H100-SXM"].memory / 1e9, ls="--", c="gray")
-    ax.text(seqs[0], GPUS["H100-SXM"].memory / 1e9 * 1.15, _t(lang, "H100 显存 80 GB", "H100 memory, 80 GB"), fontsize=8)
+    ax.text(seqs[0], GPUS["H100-SXM"].memory / 1e9 * 1.15, _t(lang, "H100 显存 80 GB", "H100 memory, 80 GB"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(_t(lang, "序列长度（token）", "sequence length (tokens)"))
     ax.set_ylabel(_t(lang, "KV Cache（GB，bf16，单请求）", "KV cache (GB, bf16, one request)"))
-    ax.set_title(_t(lang, "Llama-3-8B 形状（32 层、32 个 query 头、d_h = 128）", "Llama-3-8B shape (32 layers, 32 query heads, d_h = 128)"))
+    ax.set_title(_t(lang, "Llama-3-8B 形状\n（32 层、32 个 query 头、d_h = 128）", "Llama-3-8B shape\n(32 layers, 32 query heads, d_h = 128)"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(loc="lower right")
     return fig
 
 
@@ -115,7 +113,7 @@ def roofline(lang: str) -> Figure:
     from impls.inference.roofline import GPUS, step_cost
 
     cfg = preset("llama-3-8b")
-    fig = Figure(figsize=(6.4, 4.4))
+    fig = Figure(figsize=(5.0, 4.2), layout="constrained")
     ax = fig.subplots()
     xs = [0.5 * 2 ** (k / 4) for k in range(0, 48)]
     for name in ("H100-SXM", "H200-SXM", "A100-SXM-80GB"):
@@ -129,16 +127,14 @@ def roofline(lang: str) -> Figure:
         y = min(h100.peak_flops, c.intensity * h100.bandwidth) / 1e12
         ax.plot([c.intensity], [y], "ko", ms=4)
         above = label.startswith("prefill")
-        ax.annotate(label, (c.intensity, y), textcoords="offset points", xytext=(-30 if above else 4, 6 if above else -10),
-                    fontsize=7)
+        ax.annotate(label, (c.intensity, y), textcoords="offset points", xytext=(-30 if above else 4, 6 if above else -12))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(_t(lang, "算术强度（FLOP / 字节）", "arithmetic intensity (FLOP / byte)"))
     ax.set_ylabel(_t(lang, "可达算力（TFLOP/s）", "attainable TFLOP/s"))
     ax.set_title(_t(lang, "Llama-3-8B（bf16，上下文 2048）在屋脊线上的位置", "Llama-3-8B (bf16, context 2048) on the roofline"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    ax.legend(loc="lower right")
     return fig
 
 
@@ -149,21 +145,21 @@ def paged_kv_utilisation(lang: str) -> Figure:
 
     trace = synthetic_trace(n=300, seed=0)
     cap = 64 * 2048
-    bars = [(_t(lang, "连续\n按 max_len", "contiguous\nmax_len"), simulate(trace, capacity_tokens=cap, paged=False, reserve="max").utilisation),
-            (_t(lang, "连续\n按实际长度", "contiguous\nexact"), simulate(trace, capacity_tokens=cap, paged=False, reserve="exact").utilisation)]
+    bars = [(_t(lang, "连续，按 max_len", "contiguous, max_len"), simulate(trace, capacity_tokens=cap, paged=False, reserve="max").utilisation),
+            (_t(lang, "连续，按实际长度", "contiguous, exact"), simulate(trace, capacity_tokens=cap, paged=False, reserve="exact").utilisation)]
     for bs in (256, 64, 16, 1):
-        bars.append((_t(lang, f"分页\n块 {bs}", f"paged\nblock {bs}"), simulate(trace, capacity_tokens=cap, paged=True, block_size=bs).utilisation))
-    fig = Figure(figsize=(6.4, 4.0))
+        bars.append((_t(lang, f"分页，块 {bs}", f"paged, block {bs}"), simulate(trace, capacity_tokens=cap, paged=True, block_size=bs).utilisation))
+    fig = Figure(figsize=(5.0, 3.8), layout="constrained")
     ax = fig.subplots()
-    ax.bar(range(len(bars)), [100 * u for _, u in bars], color=["#c44", "#e96"] + ["#48c"] * 4)
+    ax.barh(range(len(bars)), [100 * u for _, u in bars], color=["#c44", "#e96"] + ["#48c"] * 4)
     for i, (_, u) in enumerate(bars):
-        ax.text(i, 100 * u + 1, f"{100 * u:.1f}%", ha="center", fontsize=8)
-    ax.set_xticks(range(len(bars)), [b for b, _ in bars], fontsize=8)
-    ax.set_ylim(0, 110)
-    ax.set_xlabel(_t(lang, "KV 显存的管理方式", "how KV memory is managed"))
-    ax.set_ylabel(_t(lang, "KV 显存利用率（%）", "KV memory utilisation (%)"))
-    ax.set_title(_t(lang, "同一合成 trace：存了 token 的槽位 / 占用的槽位", "One synthetic trace: slots holding a token / slots held"))
-    fig.tight_layout()
+        ax.text(100 * u + 1.5, i, f"{100 * u:.1f}%", va="center")
+    ax.set_yticks(range(len(bars)), [b for b, _ in bars])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 118)
+    ax.set_ylabel(_t(lang, "KV 显存的管理方式", "how KV memory is managed"))
+    ax.set_xlabel(_t(lang, "KV 显存利用率（%）", "KV memory utilisation (%)"))
+    ax.set_title(_t(lang, "同一合成 trace：\n存了 token 的槽位 / 占用的槽位", "One synthetic trace:\nslots holding a token / slots held"))
     return fig
 
 
@@ -175,8 +171,8 @@ def speculative_tokens(lang: str) -> Figure:
     from impls.inference.speculative import expected_speedup, expected_tokens, verify
 
     alphas = [i / 50 for i in range(0, 50)]
-    fig = Figure(figsize=(7.2, 3.8))
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = Figure(figsize=(5.0, 5.8), layout="constrained")
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
     g = torch.Generator().manual_seed(0)
     for gamma in (2, 4, 8):
         ax1.plot(alphas, [expected_tokens(a, gamma) for a in alphas], label=f"γ = {gamma}")
@@ -190,15 +186,13 @@ def speculative_tokens(lang: str) -> Figure:
                 _, n = verify(p, q, torch.zeros(20_000, gamma, dtype=torch.long), g)
                 sims.append(float(n.double().mean()))
         ax1.plot(sim_a, sims, "k.", ms=6)
-    ax1.set_xlabel("α")
     ax1.set_ylabel(_t(lang, "每次 target 调用产出的 token", "tokens per target call"))
-    ax1.set_title(_t(lang, "(1−α^{γ+1})/(1−α)，点为模拟", "(1−α^{γ+1})/(1−α); dots simulated"), fontsize=9)
+    ax1.set_title(_t(lang, "(1−α^{γ+1})/(1−α)，点为模拟", "(1−α^{γ+1})/(1−α); dots simulated"))
     ax2.axhline(1, c="gray", lw=0.8)
     ax2.set_xlabel("α")
     ax2.set_ylabel(_t(lang, "加速比（c = 0.1）", "speed-up (c = 0.1)"))
-    ax2.set_title(_t(lang, "除以一次调用的代价 γc+1", "divided by the cost of a call, γc+1"), fontsize=9)
+    ax2.set_title(_t(lang, "除以一次调用的代价 γc+1", "divided by the cost of a call, γc+1"))
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+        ax.legend(loc="upper left")
     return fig

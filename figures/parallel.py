@@ -30,16 +30,19 @@ TEXT = {
         "time": "time (forward = 1 unit)", "device": "device", "bubble": "bubble", "of_time": "of device-time",
         "gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B (v = 2)", "zb-h1": "ZB-H1 (B, W 1 unit each)",
         "F": "forward F", "B": "backward B", "W": "weight gradient W", "idle": "idle",
-        "seq": "sequence length s", "sbh": "activations saved per layer (units of sbh bytes)",
+        "seq": "sequence length s", "sbh": "activations saved per layer\n(units of sbh bytes)",
         "none": "no recomputation (plain attention)", "selective": "selective (attention core)",
         "sdpa": "fused attention (SDPA, FlashAttention-like)", "full": "full recomputation (layer input only)",
-        "mem_title": "Saved activations per layer: plain attention grows with s",
-        "degree": "degree P", "sent": "sent per rank per layer forward (units of bNh elements)",
+        "mem_title": "Saved activations per layer:\nplain attention grows with s",
+        "degree": "degree P", "sent": "sent per rank per layer forward\n(units of bNh elements)",
         "ulysses": "Ulysses: 4 all-to-alls", "ring": "Ring Attention: P−1 K/V hops",
         "cp_title": "Per-rank traffic at a fixed sequence length",
     },
 }
 COLORS = {"F": "#4c72b0", "B": "#55a868", "W": "#dd8452"}
+# a box as long as a forward pass or longer carries its micro-batch's number; a shorter one (the interleaved
+# schedule's half-length chunks) is too narrow for a number a phone can show at a legible size
+NUMBERED = 1.0
 
 
 def _text(lang: str) -> dict[str, str]:
@@ -55,7 +58,7 @@ def pipeline_timeline(lang: str) -> Figure:
     tx = _text(lang)
     runs = [("gpipe", run("gpipe", 4, 8)), ("1f1b", run("1f1b", 4, 8)),
             ("interleaved", run("interleaved", 4, 8, 2)), ("zb-h1", run("zb-h1", 4, 8, t_f=1, t_b=1, t_w=1))]
-    fig = Figure(figsize=(11, 9), layout="constrained")
+    fig = Figure(figsize=(5.0, 6.6), layout="constrained")
     axes = fig.subplots(len(runs), 1, sharex=True)
     for ax, (name, tl) in zip(axes, runs):
         for d, dev in enumerate(tl.slots):
@@ -64,15 +67,18 @@ def pipeline_timeline(lang: str) -> Figure:
                 shade = 1.0 if s.op.chunk == 0 else 0.6
                 ax.add_patch(Rectangle((start, d - 0.4), width, 0.8, facecolor=COLORS[s.op.kind], alpha=shade,
                                        edgecolor="white", linewidth=0.6))
-                ax.text(start + width / 2, d, str(s.op.micro), ha="center", va="center", fontsize=6, color="white")
+                if width >= NUMBERED:
+                    ax.text(start + width / 2, d, str(s.op.micro), ha="center", va="center",
+                            color="white" if shade == 1.0 else "#222222")  # dark on the lighter second chunk
         ax.set_xlim(0, float(max(r.makespan for _, r in runs)))
         ax.set_ylim(tl.p - 0.5, -0.5)
         ax.set_yticks(range(tl.p))
         ax.set_ylabel(tx["device"])
-        ax.set_title(f"{tx[name]} — {tx['bubble']} {float(tl.bubble):.1%} {tx['of_time']}", fontsize=10, loc="left")
+        ax.set_title(f"{tx[name]} — {tx['bubble']} {float(tl.bubble):.1%} {tx['of_time']}", loc="left")
     axes[-1].set_xlabel(tx["time"])
     handles = [Rectangle((0, 0), 1, 1, facecolor=COLORS[k]) for k in ("F", "B", "W")]
-    fig.legend(handles, [tx["F"], tx["B"], tx["W"]], loc="outside upper right", ncols=3, fontsize=9)
+    fig.legend(handles, [tx["F"], tx["B"], tx["W"]], loc="outside upper center", ncols=3, handlelength=1.2,
+               columnspacing=1.0)
     return fig
 
 
@@ -90,7 +96,7 @@ def activation_memory(lang: str) -> Figure:
         "none": lambda: TransformerLayer(h, a), "selective": lambda: SelectiveRecomputeLayer(h, a),
         "sdpa": lambda: SDPALayer(h, a), "full": lambda: FullRecompute(TransformerLayer(h, a)),
     }
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(5.0, 4.2), layout="constrained")
     ax = fig.subplots()
     for key, make in makers.items():
         ys = []
@@ -104,8 +110,8 @@ def activation_memory(lang: str) -> Figure:
     ax.set_xticks(seqs, [str(s) for s in seqs])
     ax.set_xlabel(tx["seq"])
     ax.set_ylabel(tx["sbh"])
-    ax.set_title(tx["mem_title"], fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(tx["mem_title"])
+    ax.legend()
     return fig
 
 
@@ -115,7 +121,7 @@ def context_parallel_traffic(lang: str) -> Figure:
 
     tx = _text(lang)
     degrees = [1, 2, 4, 8, 16, 32, 64]
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(5.0, 3.6), layout="constrained")
     ax = fig.subplots()
     ax.plot(degrees, [ulysses_elements_sent(1, 1, 1, p) for p in degrees], marker="o", label=tx["ulysses"])
     ax.plot(degrees, [ring_elements_sent(1, 1, 1, p) for p in degrees], marker="s", label=tx["ring"])
@@ -123,6 +129,6 @@ def context_parallel_traffic(lang: str) -> Figure:
     ax.set_xticks(degrees, [str(p) for p in degrees])
     ax.set_xlabel(tx["degree"])
     ax.set_ylabel(tx["sent"])
-    ax.set_title(tx["cp_title"], fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(tx["cp_title"])
+    ax.legend()
     return fig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from figures import L
 from impls.rl.aggregation import aggregate
@@ -23,25 +24,25 @@ EPS = 0.2
 def ppo_clip_objective(lang: str) -> Figure:
     """min(rA, clip(r)A) and its derivative in r, for A = +1 and A = -1 (epsilon 0.2)."""
     r = torch.linspace(0.4, 1.8, 561, dtype=torch.float64, requires_grad=True)
-    fig = Figure(figsize=(7.0, 3.0))
-    ax_obj, ax_grad = fig.subplots(1, 2)
+    fig = Figure(figsize=(5.0, 5.4), layout="constrained")
+    ax_obj, ax_grad = fig.subplots(2, 1, sharex=True)
     for adv, colour in ((1.0, "C0"), (-1.0, "C1")):
         a = torch.full_like(r, adv)
         objective = -ppo_clip_objective_per_token(r, a, EPS)  # the function returns the loss -L^CLIP
         (grad,) = torch.autograd.grad(objective.sum(), r)
-        name = f"A = {adv:+.0f}"
-        ax_obj.plot(r.detach(), objective.detach(), color=colour, label=name)
-        ax_obj.plot(r.detach(), (r * a).detach(), color=colour, ls=":", lw=1, label=L(lang, f"{name}，不裁剪 rA", f"{name}, unclipped rA"))
-        ax_grad.plot(r.detach(), grad, color=colour, label=name)
+        ax_obj.plot(r.detach(), objective.detach(), color=colour, label=f"A = {adv:+.0f}")
+        ax_obj.plot(r.detach(), (r * a).detach(), color=colour, ls=":", lw=1.2)
+        ax_grad.plot(r.detach(), grad, color=colour)
     for ax in (ax_obj, ax_grad):
         ax.axvspan(1 - EPS, 1 + EPS, color="0.5", alpha=0.12, lw=0)
-        ax.set_xlabel(L(lang, "比值 r = π/π_old", "ratio r = π/π_old"))
-    ax_obj.set_title(L(lang, "目标 min(rA, clip(r)A)（ε=0.2）", "objective min(rA, clip(r)A) (ε = 0.2)"))
-    ax_grad.set_title(L(lang, "对 r 的梯度：出带后为 0 的一侧", "gradient in r: zero on one side only"))
-    ax_obj.legend(loc="upper left", fontsize=7.5)
+    ax_grad.set_xlabel(L(lang, "比值 r = π/π_old", "ratio r = π/π_old"))
+    ax_obj.set_title(L(lang, "目标 min(rA, clip(r)A)（ε = 0.2）", "objective min(rA, clip(r)A) (ε = 0.2)"))
+    ax_grad.set_title(L(lang, "对 r 的梯度：出带后只有一侧为 0", "gradient in r: zero on one side only"))
     ax_grad.set_ylim(-1.4, 1.4)
-    ax_grad.legend(loc="center right", fontsize=7.5)
-    fig.tight_layout()
+    # one legend for both panels, below them: nothing of a curve is covered
+    handles = ax_obj.get_legend_handles_labels()[0] + [Line2D([], [], color="0.3", ls=":", lw=1.2)]
+    labels = ["A = +1", "A = −1", L(lang, "不裁剪的 rA", "unclipped rA")]
+    fig.legend(handles, labels, loc="outside lower center", ncols=3)
     return fig
 
 
@@ -78,18 +79,16 @@ def gae_lambda_bias_variance(lang: str) -> Figure:
             var = prob @ (per_traj**2).sum(-1) - (mean**2).sum()
             out[name][0].append(float((mean - true).norm()))
             out[name][1].append(float(var))
-    fig = Figure(figsize=(7.0, 2.8))
-    ax_b, ax_v = fig.subplots(1, 2)
+    fig = Figure(figsize=(5.0, 4.6), layout="constrained")
+    ax_b, ax_v = fig.subplots(2, 1, sharex=True)
     for name, colour, label in (("exact", "C0", L(lang, "准确的价值函数", "exact critic")),
                                 ("wrong", "C1", L(lang, "有误差的价值函数", "critic with an error"))):
         ax_b.plot(lams, out[name][0], color=colour, label=label)
         ax_v.plot(lams, out[name][1], color=colour, label=label)
     ax_b.set_title(L(lang, "偏差 ‖E[ĝ] − ∇J‖", "bias ‖E[ĝ] − ∇J‖"))
     ax_v.set_title(L(lang, "方差 E‖ĝ − E[ĝ]‖²", "variance E‖ĝ − E[ĝ]‖²"))
-    for ax in (ax_b, ax_v):
-        ax.set_xlabel("λ")
+    ax_v.set_xlabel("λ")
     ax_b.legend(loc="upper right")
-    fig.tight_layout()
     return fig
 
 
@@ -114,17 +113,15 @@ def kl_estimators(lang: str) -> Figure:
             mean = float((p * k).sum())
             stats[kind][0].append(mean - kl)
             stats[kind][1].append(float((p * (k - mean) ** 2).sum()) ** 0.5)
-    fig = Figure(figsize=(7.0, 2.8))
-    ax_b, ax_s = fig.subplots(1, 2)
+    fig = Figure(figsize=(5.0, 4.6), layout="constrained")
+    ax_b, ax_s = fig.subplots(2, 1, sharex=True)
     for kind, colour in (("k1", "C0"), ("k2", "C1"), ("k3", "C2")):
         ax_b.plot(kls, stats[kind][0], color=colour, label=kind)
         ax_s.plot(kls, stats[kind][1], color=colour, label=kind)
     ax_b.set_title(L(lang, "偏差 E[k] − KL", "bias E[k] − KL"))
     ax_s.set_title(L(lang, "单样本标准差", "standard deviation, one sample"))
-    for ax in (ax_b, ax_s):
-        ax.set_xlabel(L(lang, "真实 KL(π‖π_ref)", "true KL(π‖π_ref)"))
+    ax_s.set_xlabel(L(lang, "真实 KL(π‖π_ref)", "true KL(π‖π_ref)"))
     ax_b.legend(loc="upper left")
-    fig.tight_layout()
     return fig
 
 
@@ -153,8 +150,8 @@ def grpo_family_advantages(lang: str) -> Figure:
         loss = aggregate(-a_grpo[:, None] * r, mask, agg, norm_constant=float(T))  # Dr. GRPO: ÷ the max length
         (grad,) = torch.autograd.grad(loss, r)
         pushes[name] = -grad[:, 0] * 1000  # per token, scaled for reading
-    fig = Figure(figsize=(7.0, 2.9))
-    ax_a, ax_p = fig.subplots(1, 2)
+    fig = Figure(figsize=(5.0, 6.0), layout="constrained")
+    ax_a, ax_p = fig.subplots(2, 1, sharex=True)
     x = torch.arange(G).float()
     w = 0.27
     for i, (name, a) in enumerate(advs.items()):
@@ -163,12 +160,12 @@ def grpo_family_advantages(lang: str) -> Figure:
         ax_p.bar(x + (i - 1) * w, pz, w, label=name, color=f"C{i + 3}")
     ticks = [f"{int(s)}\n{int(n)}" for s, n in zip(scores, lengths)]
     for ax in (ax_a, ax_p):
-        ax.set_xticks(x, ticks)
         ax.axhline(0, color="0.3", lw=0.8)
-        ax.set_xlabel(L(lang, "奖励 / 长度（token）", "reward / length (tokens)"))
+    ax_a.set_ylim(-1.1, 1.6)  # room above the bars for the legend
+    ax_a.legend(loc="upper center", ncols=3, handlelength=1.2, columnspacing=1.0)
+    ax_p.legend(loc="upper right")  # the short answers' bars are on the left
+    ax_p.set_xticks(x, ticks)
+    ax_p.set_xlabel(L(lang, "奖励 / 长度（token）", "reward / length (tokens)"))
     ax_a.set_title(L(lang, "优势 A_i", "advantage A_i"))
     ax_p.set_title(L(lang, "每个 token 的梯度 ×1000（GRPO 优势）", "gradient per token ×1000 (GRPO advantage)"))
-    ax_a.legend(fontsize=7)
-    ax_p.legend(fontsize=7)
-    fig.tight_layout()
     return fig

@@ -40,7 +40,5 @@ MUTANTS = [
     M("probe.reduce-scatter-counts-output", PR, '"reduce_scatter_tensor": 1, "reduce_scatter_single": 1,', '"reduce_scatter_tensor": 0, "reduce_scatter_single": 0,'),
     M("probe.optimizer-scalars-as-moments", PR, "                if v.dim() == 0:\n                    scalars += local_bytes(v)", "                if v.dim() < 0:\n                    scalars += local_bytes(v)"),
     M("probe.flat-zero1-no-mean", PR, "self.master.grad = mine / self.world", "self.master.grad = mine"),
-    M("probe.ring-reduce-copies", PR, "        if reduce:\n            chunks[recv_idx].add_(incoming)", "        if False:\n            chunks[recv_idx].add_(incoming)"),
-    M("probe.ring-sent-double", PR, "        sent += chunks[send_idx].numel()", "        sent += 2 * chunks[send_idx].numel()"),
     M("probe.shard-rows-floor", PR, "    c = math.ceil(dim0 / world)\n", "    c = dim0 // world\n"),
 ]

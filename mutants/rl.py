@@ -44,4 +44,6 @@ MUTANTS = [
     M("gspo.token-ratio-not-detached", GSPO, "    s = gspo_sequence_ratio(logp, logp_old, mask).detach()", "    s = gspo_sequence_ratio(logp, logp_old, mask)"),
     M("gspo.clip-frac-ignores-sign", GSPO, "        clipped = ((s < 1 - clip_low) & (adv < 0)) | ((s > 1 + high) & (adv > 0))", "        clipped = (s < 1 - clip_low) | (s > 1 + high)"),
     M("gspo.high-clip-ignored", GSPO, "    high = clip_low if clip_high is None else clip_high", "    high = clip_low"),
+    M("gspo.log-ratio-unclamped", GSPO, "    return torch.exp(sequence_log_ratio(logp, logp_old, mask).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))",
+      "    return torch.exp(sequence_log_ratio(logp, logp_old, mask))", why="issue 20: a stale sequence overflows s_i to inf in fp32"),
 ]

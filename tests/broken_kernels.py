@@ -29,7 +29,8 @@ MUTANTS = {
                                "chunk_forward"),
     # the PyTorch loop rescales the entropy accumulator without the s (m - m') term
     "online_entropy_rescale": ("impls/scale/fused_logprobs.py",
-                               "a = alpha * (a + s * shift) + (e * d).sum(-1)", "a = alpha * a + (e * d).sum(-1)",
+                               "a = alpha * (a + s * shift) + torch.where(e > 0, e * d, 0.0).sum(-1)",
+                               "a = alpha * a + torch.where(e > 0, e * d, 0.0).sum(-1)",
                                "online_logprobs"),
     # GAE: the carry handed to the previous tile is read one column off the tile's edge
     "gae_tile_edge": ("impls/rl/gae_triton.py",

@@ -14,6 +14,9 @@ NO_RUNNABLE_COUNTEREXAMPLE = {
     "pg.history.ppo-did-not-introduce-is-kl",  # which paper introduced what
     "gqa.mqa-perplexity",  # the quality gap the MQA and GQA papers measured at scale; a toy run cannot speak for it
     "rope.alibi-glm",  # which position encoding a published model uses
+    "rope-scaling.qwen-attention-sink",  # what a published model's long-context recipe is
+    "arch.swiglu-smoother",
+    "decoder-only.always-better",  # which architecture wins at scale is T5's and Wang et al.'s experiments  # why a block variant wins is Shazeer's table at scale; a toy run cannot speak for it
 }
 
 

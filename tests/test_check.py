@@ -381,3 +381,39 @@ def test_what_counts_as_a_quoted_figure():
 
     assert figures("Llama-3.1-8B at 4.29 GB, GPT-3.5 is 2× slower") == [4.29, 2.0]
     assert figures("§3.1, 10^{-3}, x_{0.5}, 44%, (-0.5) and 3 倍") == [44.0, 0.5, 3.0]
+
+
+# --------------------------------------------------------------------------- answers (issue 23)
+
+
+def test_spoken_length_counts_words_characters_and_formulas():
+    from mianjing.check import spoken_length
+
+    assert spoken_length("The ratio r corrects the shift.", "en") == 6
+    assert spoken_length("用比值 r 修正", "zh") == 6  # five characters and one word
+    assert spoken_length("clip at $1+\\epsilon$ and $\\frac{a}{b}$", "en") == 2 + 2 + 1 + 3  # numbers, names, spoken symbols
+    assert spoken_length("`ratio = exp(x)` works", "en") == 4
+
+
+@pytest.mark.parametrize("lang, text, n", [("en", " ".join(["word"] * 71), 71), ("zh", "字" * 201, 201)])
+def test_a_short_answer_longer_than_30_seconds_is_a_problem(tmp_path, lang, text, n):
+    other = "zh" if lang == "en" else "en"
+    entry = entry_yaml().replace('short: {zh: "按位加", en: "digit by digit"}',
+                                 f'short: {{{lang}: "{text}", {other}: "ok"}}')
+    res = run_check(make_repo(tmp_path, entry=entry))
+    [p] = res.problems
+    assert p.field == f"answer.short.{lang}" and p.line == lines_of(entry, "short:")
+    assert f"{n} {'words' if lang == 'en' else 'characters'} spoken" in p.message
+
+
+def test_a_short_answer_at_the_limit_passes(tmp_path):
+    entry = entry_yaml().replace('short: {zh: "按位加", en: "digit by digit"}',
+                                 'short: {zh: "%s", en: "%s"}' % ("字" * 200, " ".join(["word"] * 70)))
+    assert run_check(make_repo(tmp_path, entry=entry)).problems == []
+
+
+def test_full_answers_whose_headings_do_not_pair_up(tmp_path):
+    entry = entry_yaml().replace('full: {zh: "$a+b$", en: "$a+b$"}',
+                                 'full: {zh: "## 一\\n\\n正文\\n\\n## 二\\n\\n正文", en: "## One\\n\\nText"}')
+    [p] = run_check(make_repo(tmp_path, entry=entry)).problems
+    assert p.field == "answer.full" and "2 headings" in p.message and "en one 1" in p.message

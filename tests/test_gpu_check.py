@@ -58,6 +58,13 @@ def test_dry_run_drives_every_step_on_cpu(tmp_path):
     for what in ("fused log-prob/entropy triton", "fused log-prob/entropy torch", "GAE kernel", "FlashAttention"):
         assert what in names, names
     assert {r["kernel"].split()[0] for r in report["bandwidth"]} == {"GAE", "log-prob"}
+    ops = json.loads((tmp_path / "ops_kernels.json").read_text())
+    assert ops["correctness"] and all(c["ok"] for c in ops["correctness"]), ops["correctness"]
+    names = " ".join(c["check"] for c in ops["correctness"])
+    for what in ("matmul", "softmax online", "softmax fused", "sum of", "layernorm dx", "rmsnorm dw", "transpose"):
+        assert what in names, names
+    assert {r["kernel"].split()[0] for r in ops["benchmarks"]} == {"matmul", "softmax", "sum", "layernorm", "rmsnorm",
+                                                                   "add", "transpose"}
     assert all(r["bytes_moved"] > 0 and r["fraction_of_datasheet"] is None for r in report["bandwidth"])
     assert len(report["flash_attention_vs_sdpa"]) == 2
     fused = json.loads((tmp_path / "fused_logprobs.json").read_text())

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from impls.inference.kv_cache import PRESETS
 from impls.inference.tiny_decoder import TinyDecoder
 from mianjing.cli import app
-from mianjing.kv_cli import run
+from mianjing.calculators.kv_cli import run
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ import re
 import pytest
 from rich.console import Console
 
-from mianjing.zero_cli import run
+from mianjing.calculators.zero_cli import run
 
 
 def _render(**kwargs) -> str:

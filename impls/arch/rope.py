@@ -31,7 +31,9 @@ def frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float6
 
 def rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "interleaved",
          scale: float = 1.0) -> torch.Tensor:
-    """Rotate x [..., n, d] at ``positions`` [n] (divided by ``scale``: position interpolation)."""
+    """Rotate x [..., n, d] at ``positions`` [n]: pair i, (2i, 2i+1) for ``layout="interleaved"`` or
+    (i, i + d/2) for ``"halves"``, turns by position·θ_i with θ_i = base^(−2i/d), computed in fp64 and applied
+    in x's dtype (positions are divided by ``scale``: position interpolation)."""
     d = x.shape[-1]
     angles = (positions.to(torch.float64) / scale)[:, None] * frequencies(d, base)[None, :]   # [n, d/2]
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)

@@ -20,7 +20,7 @@ Engines: ``ddp`` (DistributedDataParallel), ``zero1`` (DDP + ``ZeroRedundancyOpt
 ``fully_shard`` on the root with ``reshard_after_forward=True``), ``fsdp1_shard_grad_op`` and
 ``fsdp1_full_shard`` (FSDP1 flat parameters).
 
-``ring_all_reduce(x)`` is a hand-written ring all-reduce over point-to-point send/recv that
+``ring_all_reduce(x)`` runs the hand-written ring all-reduce of ``impls.parallel.collectives`` and
 returns how many elements this rank sent.
 
 The parallelism probes of ``impls/parallel`` (tensor, pipeline, context and expert parallelism)
@@ -381,38 +381,15 @@ def probe_engines(rank: int, world: int, engines: tuple[str, ...] = ENGINES,
 
 # ---------------------------------------------------------------------- ring all-reduce
 def ring_all_reduce(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Sum ``x`` over all ranks with a ring: N-1 reduce-scatter steps, then N-1 all-gather steps.
+    """Sum ``x`` over all ranks with :func:`impls.parallel.collectives.ring_all_reduce` (N-1 reduce-scatter
+    steps, then N-1 all-gather steps over point-to-point); returns (the sum, the number of elements this
+    rank sent, counted by :class:`CollectiveLog` at ``isend``). With S divisible by N that is 2(N-1)/N·S."""
+    from impls.parallel.collectives import ring_all_reduce as ring
 
-    The buffer is split into N chunks (``tensor_split``, so sizes differ by at most one); at step
-    k rank r sends chunk (r - k) mod N to rank r+1 and adds the chunk it receives from rank r-1.
-    Returns (the sum, the number of elements this rank sent); with S divisible by N that number
-    is 2(N-1)/N·S.
-    """
-    world, rank = dist.get_world_size(), dist.get_rank()
-    buf = x.detach().clone().flatten()
-    if world == 1:
-        return buf.view_as(x), 0
-    chunks = list(torch.tensor_split(buf, world))
-    right, left = (rank + 1) % world, (rank - 1) % world
-    sent = 0
-
-    def exchange(send_idx: int, recv_idx: int, reduce: bool) -> None:
-        nonlocal sent
-        incoming = torch.empty_like(chunks[recv_idx])
-        reqs = [dist.isend(chunks[send_idx].contiguous(), right), dist.irecv(incoming, left)]
-        for req in reqs:
-            req.wait()
-        sent += chunks[send_idx].numel()
-        if reduce:
-            chunks[recv_idx].add_(incoming)
-        else:
-            chunks[recv_idx].copy_(incoming)
-
-    for k in range(world - 1):  # reduce-scatter: afterwards rank r owns the full sum of chunk (r+1) mod N
-        exchange((rank - k) % world, (rank - k - 1) % world, reduce=True)
-    for k in range(world - 1):  # all-gather: pass the finished chunks around the ring
-        exchange((rank + 1 - k) % world, (rank - k) % world, reduce=False)
-    return torch.cat(chunks).view_as(x), sent
+    log = CollectiveLog()
+    with log.active():
+        out = ring(x)
+    return out, sum(numel for name, numel, _ in log.calls if name in ("isend", "send"))
 
 
 def probe_ring(rank: int, world: int, sizes: tuple[int, ...]) -> list[dict]:

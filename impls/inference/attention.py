@@ -327,6 +327,39 @@ def tiled_attention_backward(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Te
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
+def split_kv_attention(q: Tensor, k: Tensor, v: Tensor, *, num_splits: int, causal: bool = False,
+                       mask: Tensor | None = None, scale: float | None = None, block_k: int = 64):
+    """Split-KV attention (Flash-Decoding): the S keys are cut into ``num_splits`` contiguous chunks whose
+    partial results are independent work items (B·H·num_splits of them, where the query-block parallelism of
+    FlashAttention-2 leaves only B·H when a decode step has one query row), then merged exactly:
+
+        (O_s, L_s) = attention of Q over chunk s,   L = log Σ_s e^{L_s},   O = Σ_s e^{L_s − L} O_s.
+
+    A chunk no query sees has L_s = −∞ and weight 0. Returns (O, L) like ``tiled_attention``."""
+    if num_splits < 1:
+        raise ValueError("num_splits must be positive")
+    n, s_len = q.shape[-2], k.shape[-2]
+    tau = q.shape[-1] ** -0.5 if scale is None else scale
+    vis = None
+    if causal:
+        vis = torch.arange(s_len, device=q.device)[None, :] <= torch.arange(n, device=q.device)[:, None] + (s_len - n)
+    if mask is not None:
+        vis = mask if vis is None else vis & mask
+    size = -(-s_len // num_splits)
+    parts = []
+    for start in range(0, s_len, size):
+        cols = slice(start, min(start + size, s_len))
+        part_mask = None if vis is None else vis[..., cols]
+        parts.append(tiled_attention(q, k[..., cols, :], v[..., cols, :], block_q=max(n, 1), block_k=block_k,
+                                     mask=part_mask, scale=tau))
+    lse_parts = torch.stack([lse for _, lse in parts])                  # [splits, ..., N]
+    lse = torch.logsumexp(lse_parts, 0)
+    lse_safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+    weights = torch.exp(lse_parts - lse_safe)                            # e^{L_s − L}, 0 for empty chunks
+    o = sum(w[..., None] * o_s.to(w.dtype) for w, (o_s, _) in zip(weights, parts))
+    return o.to(q.dtype), lse
+
+
 def standard_forward_io(n: int, d: int) -> int:
     """HBM elements of Algorithm 0 for one head, N = S, d = d_v: read 3Nd + 2N², write Nd + 2N²."""
     return 4 * n * n + 4 * n * d

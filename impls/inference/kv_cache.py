@@ -68,6 +68,7 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
     _gqa("llama-2-13b", 40, 5120, 40, 40, 13824, 32000, HF + "meta-llama/Llama-2-13b-hf/blob/main/config.json"),
     _gqa("llama-2-70b", 80, 8192, 64, 8, 28672, 32000, HF + "meta-llama/Llama-2-70b-hf/blob/main/config.json"),
     _gqa("llama-3-8b", 32, 4096, 32, 8, 14336, 128256, HF + "meta-llama/Meta-Llama-3-8B/blob/main/config.json"),
+    _gqa("llama-3-70b", 80, 8192, 64, 8, 28672, 128256, HF + "meta-llama/Meta-Llama-3-70B/blob/main/config.json"),
     _gqa("llama-3.1-8b", 32, 4096, 32, 8, 14336, 128256, HF + "meta-llama/Llama-3.1-8B/blob/main/config.json"),
     _gqa("llama-3.1-70b", 80, 8192, 64, 8, 28672, 128256, HF + "meta-llama/Llama-3.1-70B/blob/main/config.json"),
     _gqa("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064, HF + "Qwen/Qwen2.5-7B/blob/main/config.json"),
@@ -102,6 +103,26 @@ def kv_cache_bytes(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = 
     if seq_len < 0 or batch < 0:
         raise ValueError("seq_len and batch must be non-negative")
     return cfg.n_layers * elements_per_token_per_layer(cfg) * seq_len * batch * DTYPE_BYTES[dtype]
+
+
+def kv_heads_per_gpu(cfg: ModelConfig, tp: int) -> int:
+    """KV heads each of ``tp`` tensor-parallel ranks caches: n_kv / tp while tp <= n_kv; beyond that every
+    rank still needs the one KV head its query heads read, so heads are replicated (vLLM's
+    ``max(1, n_kv // tp)``). MLA's latent has no heads and is replicated whole on every rank."""
+    if tp < 1 or cfg.n_heads % tp:
+        raise ValueError(f"{cfg.name}: {cfg.n_heads} query heads cannot be split over {tp} ranks")
+    if cfg.attention == "mla":
+        return 1
+    if cfg.n_kv_heads % tp and tp % cfg.n_kv_heads:
+        raise ValueError(f"{cfg.name}: {cfg.n_kv_heads} KV heads cannot be split or replicated over {tp} ranks")
+    return max(1, cfg.n_kv_heads // tp)
+
+
+def kv_cache_bytes_per_gpu(cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16", tp: int = 1) -> int:
+    """The cache one tensor-parallel rank holds: its KV heads (``kv_heads_per_gpu``), or the whole MLA latent."""
+    if cfg.attention == "mla":
+        return kv_cache_bytes(cfg, seq_len, batch, dtype)
+    return kv_cache_bytes(replace(cfg, n_kv_heads=kv_heads_per_gpu(cfg, tp)), seq_len, batch, dtype)
 
 
 def bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:

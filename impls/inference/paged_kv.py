@@ -294,12 +294,21 @@ class SimResult:
     running: list[int] = field(default_factory=list)
     prefix_hit_tokens: int = 0
     cow_copies: int = 0
+    capacity: int = 0                                           # token slots in the pool
+    table_entries: list[int] = field(default_factory=list)      # paged: block-table entries read per step
 
     @property
     def utilisation(self) -> float:
-        """Stored token states / slots held, summed over the steps (time-weighted)."""
+        """Stored token states / slots held (reserved or in blocks), summed over the steps (time-weighted).
+        Free slots, including holes too small for a waiting request (external fragmentation), are not in the
+        denominator: this is the waste inside what the manager holds."""
         held = sum(self.slots_held)
         return sum(self.tokens_stored) / held if held else 1.0
+
+    @property
+    def pool_utilisation(self) -> float:
+        """Stored token states / the whole pool, time-weighted: vLLM Figure 2's "token states" share."""
+        return sum(self.tokens_stored) / (self.capacity * len(self.tokens_stored)) if self.tokens_stored else 0.0
 
     @property
     def mean_running(self) -> float:
@@ -317,7 +326,7 @@ def simulate(trace: list[Request], *, capacity_tokens: int, paged: bool, block_s
         mgr = ContiguousKVCache(capacity_tokens)
     waiting = deque(sorted(trace, key=lambda r: (r.arrival, r.rid)))
     running: list[tuple[int, Request, int]] = []   # (sid, request, tokens generated)
-    res = SimResult(steps=0, finished=0, preemptions=0)
+    res = SimResult(steps=0, finished=0, preemptions=0, capacity=capacity_tokens)
     sid_of = 0
     step = 0
     while (waiting or running) and step < max_steps:
@@ -366,6 +375,8 @@ def simulate(trace: list[Request], *, capacity_tokens: int, paged: bool, block_s
             else:
                 nxt.append((sid, r, done + 1))
         running = nxt
+        if paged:
+            res.table_entries.append(sum(len(mgr.tables[s]) for s, _, _ in running))
         res.slots_held.append(mgr.slots_held())
         res.tokens_stored.append(mgr.tokens_stored())
         res.running.append(len(running))

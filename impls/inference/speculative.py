@@ -53,26 +53,38 @@ def output_distribution(p: Tensor, q: Tensor) -> Tensor:
     return acc + reject * torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
-def verify(p: Tensor, q: Tensor, draft: Tensor, generator: torch.Generator | None = None):
+def sample_inverse_cdf(w: Tensor, u: Tensor) -> Tensor:
+    """One index per row of the unnormalised weights ``w`` [B, V] from ``u`` [B] uniform in [0, 1):
+    the first x with Σ_{y<=x} w_y > u·Σ_y w_y, so P(x) = w_x / Σ w (a zero weight is never drawn)."""
+    c = w.cumsum(-1)
+    return (c <= u[:, None] * c[:, -1:]).sum(-1).clamp(max=w.shape[-1] - 1)
+
+
+def verify(p: Tensor, q: Tensor, draft: Tensor, generator: torch.Generator | None = None,
+           uniform: Tensor | None = None):
     """One speculative step for a batch.
 
     p [B, γ+1, V] target probabilities, q [B, γ, V] draft probabilities, draft [B, γ] tokens drawn from q.
     Returns (tokens [B, γ+1], n_emitted [B]) where tokens[b, :n_emitted[b]] are the emitted tokens: the
     accepted draft prefix, then the resampled token at the first rejection (or the bonus token from
-    p[:, γ] if all were accepted); positions after n_emitted hold -1."""
+    p[:, γ] if all were accepted); positions after n_emitted hold -1.
+
+    The randomness is ``uniform`` [B, γ+1] in [0, 1) (drawn from ``generator`` when None), laid out as
+    FlashInfer's ``chain_speculative_sampling`` takes it: column i < γ decides draft i (accepted iff
+    u_i·q_i(x_i) < p_i(x_i)), column γ draws the extra token by inverse CDF (``sample_inverse_cdf``)."""
     b, gamma = draft.shape
+    if uniform is None:
+        uniform = torch.rand(b, gamma + 1, generator=generator, device=draft.device, dtype=p.dtype)
     rows = torch.arange(b, device=draft.device)
     p_x = p[:, :gamma].gather(-1, draft[..., None]).squeeze(-1)
     q_x = q.gather(-1, draft[..., None]).squeeze(-1)
-    u = torch.rand(b, gamma, generator=generator, device=draft.device, dtype=p.dtype)
-    accept = u * q_x < p_x                                  # u < p/q without dividing
+    accept = uniform[:, :gamma] * q_x < p_x                  # u < p/q without dividing
     n_acc = torch.where(accept.all(-1), gamma, (~accept).int().argmax(-1))          # first rejection
     # the distribution of the extra token: residual at the first rejection, p_{γ+1} if none
     at = n_acc.clamp(max=gamma - 1)
-    resid = residual_weights(p[rows, at], q[rows, at])
-    resid = torch.where(resid.sum(-1, keepdim=True) > 0, resid, p[rows, at])        # p == q: never rejected
+    resid = residual_weights(p[rows, at], q[rows, at])          # never all zero at a rejection: p != q there
     extra_w = torch.where((n_acc == gamma)[:, None], p[:, gamma], resid)
-    extra = torch.multinomial(extra_w, 1, generator=generator).squeeze(-1)
+    extra = sample_inverse_cdf(extra_w, uniform[:, gamma])
     pos = torch.arange(gamma + 1, device=draft.device)[None, :]
     tokens = torch.where(pos < n_acc[:, None], torch.cat([draft, draft[:, :1]], 1), -1)
     tokens[rows, n_acc] = extra

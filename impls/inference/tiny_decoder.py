@@ -6,7 +6,9 @@ Each layer is pre-norm: x += Attn(RMSNorm(x)); x += SwiGLU(RMSNorm(x)). Attentio
   per layer, RoPE already applied to K;
 * MLA (DeepSeek-V2 §2.1, without query compression, as in DeepSeek-V2-Lite): the cache holds only the
   compressed latent c_KV = W_DKV·h of width d_c (``kv_lora_rank``) and the decoupled RoPE key k^R = RoPE(W_KR·h)
-  of width d_h^R shared by all heads; per-head keys and values are re-expanded from c_KV at every step.
+  of width d_h^R shared by all heads. Per-head keys and values are re-expanded from c_KV at every step, or,
+  with ``MLAttention.absorbed`` (what serving engines do at decode), W^UK is folded into the query and W^UV
+  into the output, so attention runs as MQA over the latent itself (see ``MLAttention``).
 
 The cache is allocated once for ``max_len`` tokens in the cache dtype (fp32, bf16 or fp8 e4m3 storage,
 upcast on read), so ``KVCache.nbytes()`` is what a serving engine would reserve for that length. The model
@@ -82,7 +84,18 @@ class GQAttention(nn.Module):
 
 class MLAttention(nn.Module):
     """Multi-head latent attention: c_KV = RMSNorm(W_DKV h), k^R = RoPE(W_KR h);
-    [k^C_i; v_i] = W_UKV c_KV per head; k_i = [k^C_i; k^R]; q_i = [q^C_i; RoPE(q^R_i)]."""
+    [k^C_i; v_i] = W_UKV c_KV per head; k_i = [k^C_i; k^R]; q_i = [q^C_i; RoPE(q^R_i)].
+
+    ``absorbed = True`` computes the same attention without expanding per-head K and V (DeepSeek-V2 §2.1.2):
+
+        q_i·k_ij = (W^UK_iᵀ q^C_i)·c_j + q^R_i·k^R_j,     o_i = W^UV_i Σ_j p_ij c_j,
+
+    i.e. MQA with one shared key [c_j; k^R_j] of width d_c + d_h^R and one shared value c_j of width d_c, at
+    the scale 1/√(d_nope + d_h^R) of the expanded heads. This is possible only because RoPE is not applied
+    to W^UK c_j: a rotation R_j between W^Q and W^UK would make the folded matrix depend on the key's
+    position, hence the separate RoPE key k^R."""
+
+    absorbed: bool = False
 
     def __init__(self, cfg: ModelConfig, device=None):
         super().__init__()
@@ -110,6 +123,16 @@ class MLAttention(nn.Module):
             c_kv = cache["c_kv"][:, : start + t].to(x.dtype)
             k_rope = cache["k_rope"][:, : start + t].to(x.dtype)
         s = c_kv.shape[1]
+        if self.absorbed:
+            w = self.w_ukv.weight.view(c.n_heads, c.qk_nope_head_dim + c.v_head_dim, c.kv_lora_rank)
+            w_uk, w_uv = w[:, : c.qk_nope_head_dim], w[:, c.qk_nope_head_dim:]
+            q_lat = torch.einsum("bhtn,hnc->bhtc", q[..., : c.qk_nope_head_dim], w_uk)
+            q_cat = torch.cat([q_lat, q[..., c.qk_nope_head_dim:]], -1)                 # [B, H, T, d_c + d_R]
+            k_cat = torch.cat([c_kv, k_rope], -1)[:, None]                              # [B, 1, S, d_c + d_R]
+            o_lat = grouped_query_attention(q_cat, k_cat, c_kv[:, None], causal=True, key_padding_mask=kpm,
+                                            scale=self.dq ** -0.5)                      # [B, H, T, d_c]
+            o = torch.einsum("bhtc,hvc->bhtv", o_lat, w_uv)
+            return self.wo(o.transpose(1, 2).reshape(b, t, -1))
         kv = self.w_ukv(c_kv).view(b, s, c.n_heads, c.qk_nope_head_dim + c.v_head_dim).transpose(1, 2)
         k = torch.cat([kv[..., : c.qk_nope_head_dim], k_rope[:, None].expand(b, c.n_heads, s, -1)], -1)
         v = kv[..., c.qk_nope_head_dim:]

@@ -6,11 +6,14 @@
   nearest, ties to even, adds 0x7FFF plus the lowest kept bit before dropping the low 16 bits (NaNs kept
   quiet); truncation just drops them, which rounds toward zero and can turn a NaN into ±∞.
 * ``LossScaler``: multiply the loss by S before backward so small gradients stay above the smallest
-  subnormal (fp16: 2^-24 ≈ 6.0e-8), divide the gradients by S in fp32 before the update. Static: S fixed.
+  subnormal (fp16: 2^-24 ≈ 6.0e-8; anything below half of it, 2^-25 ≈ 3.0e-8, rounds to 0), divide the
+  gradients by S in fp32 before the update. Static: S fixed.
   Dynamic (as in Micikevicius et al. 2018 and torch.amp.GradScaler): skip the step and halve S when a
   gradient overflows to inf/NaN, double S after ``growth_interval`` clean steps.
 * ``sgd_run``: many small SGD updates applied either to 16-bit weights directly or to an fp32 master
   copy that is rounded to 16 bits for every forward.
+* ``running_sum``: a dot product's accumulation done left to right in a chosen dtype, every partial sum
+  rounded (what an FP16 accumulator does, against the FP32 accumulation of tensor cores).
 """
 
 from __future__ import annotations
@@ -112,3 +115,11 @@ def sgd_run(w0: Tensor, grad_fn, lr: float, steps: int, dtype: torch.dtype, mast
         else:
             w16 = (w16 - (lr * g).to(dtype)).to(dtype)
     return w16
+
+
+def running_sum(x: Tensor, acc_dtype: torch.dtype) -> Tensor:
+    """Σ_i x[..., i] added left to right with the running sum rounded to ``acc_dtype`` after every addition."""
+    acc = torch.zeros(x.shape[:-1], dtype=acc_dtype, device=x.device)
+    for i in range(x.shape[-1]):
+        acc = (acc + x[..., i].to(acc_dtype)).to(acc_dtype)
+    return acc

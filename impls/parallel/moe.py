@@ -38,8 +38,13 @@ from impls.parallel.comm import all_to_all
 
 # --------------------------------------------------------------------------------- router
 def route(logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(probs [T, N] fp32, chosen experts [T, k], gate weights [T, k]) from router logits [T, N]."""
-    probs = torch.softmax(logits.float(), dim=-1)
+    """(probs [T, N], chosen experts [T, k], gate weights [T, k]) from router logits [T, N].
+
+    Probabilities in fp32 (fp64 logits stay fp64). ``normalize``: divide the k gates by their sum (Mixtral,
+    GShard). With k = 1 that makes every gate exactly 1, so the task loss no longer reaches the router
+    (only the balancing loss does): Switch (k = 1) keeps the raw probability, ``normalize=False``.
+    """
+    probs = torch.softmax(logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32), dim=-1)
     gates, idx = probs.topk(k, dim=-1)
     if normalize:
         gates = gates / gates.sum(-1, keepdim=True)
@@ -49,7 +54,7 @@ def route(logits: torch.Tensor, k: int, normalize: bool = True) -> tuple[torch.T
 def load_balancing_loss(probs: torch.Tensor, idx: torch.Tensor, alpha: float = 1e-2) -> torch.Tensor:
     """Switch Transformer's α·N·Σ f_i·P_i; f_i over the T·k assignments, P_i = mean router probability."""
     n = probs.shape[-1]
-    f = F.one_hot(idx.reshape(-1), n).float().mean(0)
+    f = F.one_hot(idx.reshape(-1), n).to(probs.dtype).mean(0)
     return alpha * n * (f * probs.mean(0)).sum()
 
 

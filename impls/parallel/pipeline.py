@@ -19,8 +19,9 @@ the closed forms (p devices, m micro-batches, equal stages):
     interleaved (v)    bubble / ideal = (p-1)/(v·m)          (Narayanan et al. 2021, §2.2.2)
     ZB-H1 (t_F=t_B=t_W) bubble time (p-1)(t_F+t_B-t_W): a third of 1F1B's (Qi et al. 2024, §2.1)
 
-Peak in-flight micro-batches per device: forwards started whose backward has not finished
-(GPipe: m; 1F1B: p - d on device d; interleaved: counted in chunks).
+Peak in-flight micro-batches per device: forwards started whose backward has not finished -- with the
+backward split, whose W has not finished, since W still needs the stage's saved inputs (GPipe: m; 1F1B:
+p - d on device d; ZB-H1: p on every device, 1F1B's peak but reached everywhere; interleaved: in chunks).
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def zero_bubble_h1(p: int, m: int) -> Schedule:
 
     Device d keeps 1F1B's order of F and B and runs W(i) right after B(i + d): the last device
     lags its weight gradients by p-1 micro-batches, the first by none, so every device holds p
-    micro-batches between F and W (1F1B's peak, reached only on device 0) and the late W's fill
-    the cool-down. With t_F = t_B = t_W the bubble is (p-1)(t_F + t_B - t_W), a third of 1F1B's.
+    micro-batches between F and W (1F1B's peak, which 1F1B reaches only on device 0: the peak over
+    devices is unchanged, the later devices hold more) and the late W's fill the cool-down. With
+    t_F = t_B = t_W the bubble is (p-1)(t_F + t_B - t_W), a third of 1F1B's.
     """
     out = []
     for d, ops in enumerate(one_f_one_b(p, m)):
@@ -173,7 +175,9 @@ class Timeline:
         return b / (1 - b)
 
     def peak_in_flight(self) -> list[int]:
-        """Per device: the most chunk-forwards started whose B has not finished."""
+        """Per device: the most chunk-forwards started whose backward has not finished (its W when the
+        schedule splits the backward: W still needs the saved inputs, so the activations live until then)."""
+        release = "W" if any(s.op.kind == "W" for dev in self.slots for s in dev) else "B"
         out = []
         for dev in self.slots:
             live = peak = 0
@@ -181,7 +185,7 @@ class Timeline:
                 if s.op.kind == "F":
                     live += 1
                     peak = max(peak, live)
-                elif s.op.kind == "B":
+                elif s.op.kind == release:
                     live -= 1
             out.append(peak)
         return out

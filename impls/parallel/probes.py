@@ -11,13 +11,37 @@ Sub-groups: the 4 ranks also form two pairs ([0, 1], [2, 3]) so every probe runs
 from __future__ import annotations
 
 import traceback
+import warnings
 from typing import Callable
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from impls.distributed.activations import TransformerLayer, saved_activation_bytes
 from impls.distributed.probes import CollectiveLog
+
+
+class LargestTensors(TorchDispatchMode):
+    """Sees every aten op while active and keeps the largest tensor any of them produced (``largest``, in
+    elements) and the largest matmul output (``largest_matmul``, with its shape): what a rank really held,
+    measured outside the code under test."""
+
+    MATMULS = ("mm", "bmm", "matmul", "addmm", "baddbmm")
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.largest_matmul, self.matmul_shape = 0, 0, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+                if func.overloadpacket.__name__ in self.MATMULS and t.numel() > self.largest_matmul:
+                    self.largest_matmul, self.matmul_shape = t.numel(), list(t.shape)
+        return out
 
 # the dense GPT layer every tensor-parallel run is cut from
 TP_SHAPE = {"s": 8, "b": 2, "h": 16, "a": 4}
@@ -184,11 +208,13 @@ def _ring(group, causal: bool, layout: str) -> dict:
     q, k, v = cp_qkv()
     pos = [shard_positions(CP_SHAPE["n"], world, j, layout) for j in range(world)]
     mine = pos[r]
-    log = CollectiveLog()
-    with log.active():
-        out, stats = ring_attention(q[:, :, mine], k[:, :, mine], v[:, :, mine], mine, pos, causal, group)
+    log, sizes = CollectiveLog(), LargestTensors()
+    q_l, k_l, v_l = (t[:, :, mine].contiguous() for t in (q, k, v))
+    with log.active(), sizes:
+        out, stats = ring_attention(q_l, k_l, v_l, mine, pos, causal, group)
     return {"P": world, "rank": r, "positions": mine.tolist(), "out": out.tolist(), "stats": stats,
-            "q_shape": list(q[:, :, mine].shape), "sends": log.totals()}
+            "q_shape": list(q_l.shape), "sends": log.totals(), "largest_tensor": sizes.largest,
+            "largest_matmul": sizes.largest_matmul, "largest_matmul_shape": sizes.matmul_shape}
 
 
 def _ulysses_refuses(group, heads: int) -> dict:
@@ -273,8 +299,223 @@ def probe_experts(rank: int, world: int) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------- collectives
+ALL_REDUCE_SIZES = (12, 13, 1001)   # divisible by 4 and 2, not divisible, large and odd
+
+
+def collective_input(size: int, global_rank: int) -> torch.Tensor:
+    """The buffer rank ``global_rank`` contributes to every all-reduce of ``size`` elements (fp64)."""
+    gen = torch.Generator().manual_seed(7919 * size + global_rank)
+    return torch.randn(size, generator=gen, dtype=torch.float64)
+
+
+def _all_reduce_run(group, ranks: list[int], algorithm: str, size: int) -> dict:
+    from impls.parallel.collectives import ALL_REDUCE
+
+    x = collective_input(size, dist.get_rank())
+    log = CollectiveLog()
+    with log.active():
+        out = ALL_REDUCE[algorithm](x, group)
+    ref = x.clone()
+    dist.all_reduce(ref, group=group)
+    sends = [numel * esize for name, numel, esize in log.calls if name in ("isend", "send")]
+    others = sorted({name for name, _, _ in log.calls} - {"isend", "send"})
+    return {"algorithm": algorithm, "size": size, "ranks": ranks, "rank": dist.get_rank(), "out": out.tolist(),
+            "max_abs_err_vs_dist": float((out - ref).abs().max()), "send_bytes": sends, "other_collectives": others}
+
+
+DDP_LAYERS = (16, 32, 32, 8)        # fp64: gradients compare exactly with the single-process oracle
+DDP_CAP_BYTES = 2000                 # three buckets for DDP_LAYERS at 8 bytes per element
+DDP_EXACT_CAP_BYTES = 2112           # the last layer's weight and bias fill a bucket exactly
+DDP_BIG_LAYERS = (512, 512, 512)     # fp32, 1 MiB weights: the default caps (1 MiB first bucket, 25 MiB)
+DDP_ACCUMULATION = 4
+
+
+def ddp_model(layers: tuple[int, ...] = DDP_LAYERS, dtype=torch.float64) -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    mods: list[torch.nn.Module] = []
+    for i in range(len(layers) - 1):
+        mods.append(torch.nn.Linear(layers[i], layers[i + 1]).to(dtype))
+        if i < len(layers) - 2:
+            mods.append(torch.nn.Tanh())
+    return torch.nn.Sequential(*mods)
+
+
+def ddp_batch(global_rank: int, micro: int, layers: tuple[int, ...] = DDP_LAYERS, dtype=torch.float64):
+    """(x, y) of micro-batch ``micro`` on rank ``global_rank``: 2 rows each."""
+    gen = torch.Generator().manual_seed(1000 * global_rank + micro)
+    return (torch.randn(2, layers[0], generator=gen, dtype=torch.float64).to(dtype),
+            torch.randn(2, layers[-1], generator=gen, dtype=torch.float64).to(dtype))
+
+
+class _BucketRecorder:
+    """A DDP comm hook equal to the default (average, then all-reduce) that records each bucket and the
+    order in which its all-reduce is launched among the parameters' gradient-ready events."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.index = {id(p): i for i, p in enumerate(model.parameters())}
+        self.events: list[tuple[str, int]] = []
+        self.buckets: list[dict] = []
+        for i, p in enumerate(model.parameters()):
+            p.register_post_accumulate_grad_hook(lambda _p, i=i: self.events.append(("grad", i)))
+
+    def hook(self, _state, bucket):  # DDP wants a function (it reads __name__)
+        buf = bucket.buffer()
+        self.events.append(("launch", bucket.index()))
+        self.buckets.append({"index": bucket.index(), "bytes": buf.numel() * buf.element_size(),
+                             "params": [self.index[id(p)] for p in bucket.parameters()]})
+        buf.div_(dist.get_world_size())
+        return dist.all_reduce(buf, async_op=True).get_future().then(lambda fut: fut.value()[0])
+
+    def reset(self) -> None:
+        self.events, self.buckets = [], []
+
+
+def _ddp_buckets(layers: tuple[int, ...], cap_mb: float | None, dtype) -> dict:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = ddp_model(layers, dtype)
+    sizes = [p.numel() * p.element_size() for p in model.parameters()]
+    broadcasts: list[int] = []
+    original = dist._broadcast_coalesced
+
+    def counted(group, tensors, *args, **kwargs):
+        broadcasts.append(sum(t.numel() * t.element_size() for t in tensors))
+        return original(group, tensors, *args, **kwargs)
+
+    dist._broadcast_coalesced = counted   # DDP syncs the replicas with this C++ call, not dist.broadcast
+    try:
+        ddp = DDP(model, bucket_cap_mb=cap_mb)
+        at_init = list(broadcasts)
+        rec = _BucketRecorder(model)
+        ddp.register_comm_hook(None, rec.hook)
+        per_iter = []
+        for it in range(3):
+            rec.reset()
+            x, y = ddp_batch(dist.get_rank(), it, layers, dtype)
+            torch.nn.functional.mse_loss(ddp(x), y).backward()
+            per_iter.append({"buckets": rec.buckets, "events": rec.events})
+        during_steps = broadcasts[len(at_init):]
+    finally:
+        dist._broadcast_coalesced = original
+    return {"param_bytes": sizes, "iterations": per_iter, "broadcast_bytes_at_init": at_init,
+            "broadcast_bytes_during_steps": during_steps}
+
+
+def _ddp_accumulation(no_sync: bool) -> dict:
+    """DDP_ACCUMULATION micro-batches per optimizer step, each loss divided by their count; with
+    ``no_sync`` all but the last backward run inside ``ddp.no_sync()``."""
+    from contextlib import nullcontext
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from impls.distributed.probes import _allreduce_hook
+
+    model = ddp_model()
+    ddp = DDP(model, bucket_cap_mb=DDP_CAP_BYTES / 2**20)
+    ddp.register_comm_hook(None, _allreduce_hook)
+    warm_x, warm_y = ddp_batch(dist.get_rank(), 99)
+    torch.nn.functional.mse_loss(ddp(warm_x), warm_y).backward()   # iteration 1: buckets are rebuilt after it
+    model.zero_grad()
+    log, per_micro = CollectiveLog(), []
+    with log.active():
+        for i in range(DDP_ACCUMULATION):
+            n0 = len(log.calls)
+            ctx = ddp.no_sync() if no_sync and i < DDP_ACCUMULATION - 1 else nullcontext()
+            with ctx:
+                x, y = ddp_batch(dist.get_rank(), i)
+                (torch.nn.functional.mse_loss(ddp(x), y) / DDP_ACCUMULATION).backward()
+            calls = log.calls[n0:]
+            per_micro.append({"all_reduces": sum(1 for c in calls if c[0] == "all_reduce"),
+                              "bytes": sum(n * e for name, n, e in calls if name == "all_reduce")})
+    return {"per_micro": per_micro, "grads": [p.grad.flatten().tolist() for p in model.parameters()]}
+
+
+def _double_sync() -> dict:
+    """One DDP backward (averaged gradients), then the same gradients all-reduced once more, SUM or AVG,
+    and one SGD / Adam step from each."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = ddp_model()
+    ddp = DDP(model)
+    x, y = ddp_batch(dist.get_rank(), 0)
+    torch.nn.functional.mse_loss(ddp(x), y).backward()
+    grads = {"ddp": [p.grad.detach().clone() for p in model.parameters()]}
+    for op in ("SUM", "AVG"):
+        again = [g.clone() for g in grads["ddp"]]
+        for g in again:
+            dist.all_reduce(g, op=getattr(dist.ReduceOp, op))
+        grads[op] = again
+    steps: dict[str, dict[str, list]] = {}
+    for opt_name in ("sgd", "adam"):
+        steps[opt_name] = {}
+        for key, gs in grads.items():
+            params = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+            opt = (torch.optim.SGD(params, lr=0.1) if opt_name == "sgd" else torch.optim.Adam(params, lr=0.1))
+            for p, g in zip(params, gs):
+                p.grad = g.clone()
+            opt.step()
+            steps[opt_name][key] = [(p.detach() - p0.detach()).flatten().tolist()
+                                    for p, p0 in zip(params, model.parameters())]
+    return {"grads": {k: [g.flatten().tolist() for g in v] for k, v in grads.items()}, "updates": steps}
+
+
+def _loss_all_reduced_twice() -> dict:
+    """The loss all-reduced (SUM) twice before backward: in place with ``dist.all_reduce`` (outside
+    autograd) and with the differentiable functional collective (its backward all-reduces the gradient)."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    out = {}
+    for mode in ("once", "inplace_twice", "autograd_twice"):
+        model = ddp_model()
+        ddp = DDP(model)
+        x, y = ddp_batch(dist.get_rank(), 0)
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        local = loss.detach().item()
+        if mode == "inplace_twice":
+            dist.all_reduce(loss)
+            dist.all_reduce(loss)
+        elif mode == "autograd_twice":
+            world = dist.group.WORLD
+            loss = funcol.all_reduce(funcol.all_reduce(loss, "sum", world), "sum", world)
+        logged = loss.detach().item()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss.backward()
+        out[mode] = {"local_loss": local, "logged_loss": logged,
+                     "grads": [p.grad.flatten().tolist() for p in model.parameters()],
+                     "warnings": [str(w.message).split(":")[0] + ": " + str(w.message).split(":")[1][:60]
+                                  for w in caught if "autograd kernel" in str(w.message)]}
+    return out
+
+
+def probe_collectives(rank: int, world: int) -> dict:
+    """Ring, halving-doubling and tree all-reduce at degree 4 and in pairs; DDP's buckets, ``no_sync``,
+    gradients synced twice and a loss all-reduced twice, all on the world group."""
+    out: dict = {}
+    for p, (group, ranks) in sorted(_groups(world).items()):
+        for algorithm in ("ring", "halving_doubling", "tree"):
+            for size in ALL_REDUCE_SIZES:
+                key = f"{algorithm}/P{p}/S{size}"
+                out[key] = _guard(key, lambda: _all_reduce_run(group, ranks, algorithm, size))
+        dist.barrier()
+    out["ddp/buckets"] = _guard("ddp buckets", lambda: _ddp_buckets(DDP_LAYERS, DDP_CAP_BYTES / 2**20, torch.float64))
+    out["ddp/buckets_exact"] = _guard("ddp exact-cap buckets",
+                                      lambda: _ddp_buckets(DDP_LAYERS, DDP_EXACT_CAP_BYTES / 2**20, torch.float64))
+    out["ddp/buckets_default"] = _guard("ddp default buckets",
+                                        lambda: _ddp_buckets(DDP_BIG_LAYERS, None, torch.float32))
+    for no_sync in (False, True):
+        out[f"ddp/accumulate/no_sync{int(no_sync)}"] = _guard("ddp accumulate", lambda: _ddp_accumulation(no_sync))
+    out["ddp/double_sync"] = _guard("double sync", _double_sync)
+    out["ddp/loss_twice"] = _guard("loss twice", _loss_all_reduced_twice)
+    dist.barrier()
+    return out
+
+
 # ----------------------------------------------------------------------------- all of it
-PROBES = {"tensor": probe_tensor, "pipeline": probe_pipeline, "context": probe_context, "experts": probe_experts}
+PROBES = {"tensor": probe_tensor, "pipeline": probe_pipeline, "context": probe_context, "experts": probe_experts,
+          "collectives": probe_collectives}
 
 
 def probe_all(rank: int, world: int, topics: tuple[str, ...] = tuple(PROBES)) -> dict[str, dict]:

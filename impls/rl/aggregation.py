@@ -16,8 +16,17 @@ $\mathcal B = \{i : |y_i| > 0\}$ the rows that have at least one valid token:
 are *absent*: in every mode they add nothing to the numerator and are not counted in any denominator, so a
 loss never changes when such rows are added or removed, and switching modes never changes how filtering
 acts. (Counting them, $1/B$, would shrink the gradient by $|\mathcal B|/B$: a learning-rate change that
-depends on how many samples were filtered. verl 0.9 excludes them in its ``seq-mean-*`` modes too; TRL's
-GRPO losses divide by all $B$.) A batch with no valid token at all gives 0 (finite, zero gradient).
+depends on how many samples were filtered.) A batch with no valid token at all gives 0 (finite, zero gradient).
+
+The frameworks differ here, deliberately on our side:
+
+- verl 0.9.1 ``agg_loss`` leaves empty rows out of its ``seq-mean-*`` denominators only when it is called
+  without ``global_batch_size``. Its trainer always passes one (``ppo_mini_batch_size × rollout.n``, every
+  sequence of the mini-batch), so on the training path the ``seq-mean-*`` modes divide by all $B$ rows,
+  empty ones included (numerator 0); ``token-mean`` divides by the global count of valid tokens, as here.
+- TRL 1.16's GRPO losses divide by all $B$ rows as well.
+- verl's ``seq-mean-token-mean`` divides each row by ``len + 1e-8`` (here: by ``len``), and its
+  ``seq-mean-token-sum-norm`` defaults the constant to the padded width (here it must be given).
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def _sigmoid_loss(h: torch.Tensor, beta: float, eps: float) -> torch.Tensor:
 
 
 def _cdpo_loss(h: torch.Tensor, beta: float, eps: float) -> torch.Tensor:
-    # conservative DPO (Mitchell 2023): labels flipped with probability eps, cross-entropy against smoothed labels
+    # conservative DPO (Mitchell 2023): labels flipped with probability eps, cross-entropy against smoothed labels.
+    # Not a TRL 1.16 loss type: TRL's sigmoid ignores label_smoothing (only robust, exo_pair, aot read it).
     return -(1 - eps) * F.logsigmoid(beta * h) - eps * F.logsigmoid(-beta * h)
 
 
@@ -90,12 +91,14 @@ def dpo_variant_loss(
     chosen_lengths: torch.Tensor | None = None,
     rejected_lengths: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""Mean preference loss over ``[B]`` pairs for TRL's ``loss_type`` names, with
+    r"""Mean preference loss over ``[B]`` pairs, named as TRL 1.16's ``loss_type`` except ``cdpo``, with
     $h = (\log\pi_\theta(y_w)-\log\pi_{ref}(y_w)) - (\log\pi_\theta(y_l)-\log\pi_{ref}(y_l))$ (sequence log-probs):
 
-    - ``sigmoid`` (DPO): $-\log\sigma(\beta h)$;
-    - ``cdpo`` (conservative DPO, label smoothing $\varepsilon$): $-(1-\varepsilon)\log\sigma(\beta h)-\varepsilon\log\sigma(-\beta h)$,
-      minimised at the finite margin $\beta h = \log\frac{1-\varepsilon}{\varepsilon}$;
+    - ``sigmoid`` (DPO): $-\log\sigma(\beta h)$; ``label_smoothing`` is ignored, as in TRL 1.16;
+    - ``cdpo`` (conservative DPO, Mitchell 2023, label smoothing $\varepsilon$):
+      $-(1-\varepsilon)\log\sigma(\beta h)-\varepsilon\log\sigma(-\beta h)$, minimised at the finite margin
+      $\beta h = \log\frac{1-\varepsilon}{\varepsilon}$. TRL 1.16 has no such loss type: its ``sigmoid`` ignores
+      ``label_smoothing`` (which only ``robust``, ``exo_pair`` and ``aot`` read);
     - ``robust`` (rDPO): $\frac{-(1-\varepsilon)\log\sigma(\beta h)+\varepsilon\log\sigma(-\beta h)}{1-2\varepsilon}$, whose expectation
       under labels flipped with probability $\varepsilon$ is the clean DPO loss;
     - ``hinge`` (SLiC): $\max(0, 1-\beta h)$;

@@ -111,6 +111,11 @@ def discounted_returns(
 
     Same conventions as :func:`gae` (masked tokens skipped, the return carried across them; ``dones``
     ends episodes; default one episode per row). Equals ``gae`` with $V=0$, $\lambda=1$.
+
+    OpenRLHF 0.11.2's ``get_cumulative_returns`` differs inside a row: it zeroes the rewards of masked tokens
+    but still discounts by $\gamma$ across each of them, and leaves the carried return on masked positions
+    (here a masked token is no discount step and gets 0). On response tokens the two agree when the mask has
+    no interior zero, or when $\gamma = 1$.
     """
     _check(rewards, mask, dones=dones)
     dt = reduce_dtype(rewards.dtype)

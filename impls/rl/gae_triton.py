@@ -39,10 +39,12 @@ if HAVE_TRITON:
         return a1 * a2, b2 + a2 * b1
 
     @triton.jit
-    def _gae_kernel(r_ptr, v_ptr, m_ptr, d_ptr, adv_ptr, ret_ptr, B, T, gamma, gamma_lam,
+    def _gae_kernel(r_ptr, v_ptr, m_ptr, d_ptr, adv_ptr, ret_ptr, B, T, coef_ptr,
                     BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr, ACC: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
         row_ok = rows < B
+        gamma = tl.load(coef_ptr)  # (γ, γλ) in the accumulator's dtype: Python floats would arrive as fp32
+        gamma_lam = tl.load(coef_ptr + 1)
         base = rows.to(tl.int64)[:, None] * T
         j = tl.arange(0, BLOCK_T)
         carry_v = tl.zeros((BLOCK_B,), dtype=ACC)  # V' after the tile
@@ -116,7 +118,7 @@ def gae_triton(
     ret = torch.empty_like(adv)
     if B and T:
         _gae_kernel[(triton.cdiv(B, block_b),)](
-            r, v, m, d, adv, ret, B, T, float(gamma), float(gamma * lam),
+            r, v, m, d, adv, ret, B, T, torch.tensor([gamma, gamma * lam], dtype=dt, device=r.device),
             BLOCK_B=block_b, BLOCK_T=block_t, ACC=tl.float64 if dt == torch.float64 else tl.float32,
         )
     return adv, ret

@@ -44,6 +44,9 @@ def grpo_advantages(
     (``G-1``) standard deviation of the group; ``scale_by_std=False`` gives Dr. GRPO's
     $A_i = r_i - \\mathrm{mean}_g(r)$. A group of equal scores gets exactly 0 (mathematically 0 / (0 + eps); enforced
     explicitly, because the fp32 mean of equal values can be off by one ulp).
+
+    ``group_size=1`` with ``scale_by_std=False`` gives 0 (the answer is its own baseline); verl 0.9.1 takes the
+    mean of a one-answer group as 0 (and its std as 1) and returns the raw score there.
     """
     r = _grouped(scores, group_size)
     adv = r - r.mean(dim=1, keepdim=True)
@@ -133,6 +136,10 @@ def gpg_advantages(scores: torch.Tensor, group_size: int, f_norm: float = 1.0) -
     others have $A = 0$ and would dilute a batch mean). Used with the plain loss $-A\log\pi$ (no ratio, no clip).
     The group mean includes the answer's own score, so $E[\hat g] = c\,\nabla J$ with a positive scalar $c$:
     the direction is unbiased, the scale is not (checked by enumeration in the verifiers).
+
+    $\alpha$ is the paper's $N/N_{valid}$. verl 0.9.1 computes ``bsz / count_nonzero(scores)`` instead: it counts
+    answers with a non-zero *score*, so with 0/1 rewards an all-correct group counts and a wrong answer in a
+    mixed group does not; the two agree only by coincidence.
     """
     if group_size < 2:
         raise ValueError("GPG needs group_size >= 2")

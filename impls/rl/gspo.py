@@ -10,6 +10,11 @@ $$J(\\theta) = \\frac{1}{G}\\sum_i \\min\\big(s_i A_i,\\ \\mathrm{clip}(s_i, 1-\
 
 The clip itself is PPO-core's ``ppo_clip_objective_per_token`` and the reduction is
 ``impls.rl.aggregation``: nothing here re-implements either.
+
+Guard: $\\log s_i$ is clamped to $[-20, 20]$ before the exponential, as the token log-ratios of our PPO and
+CISPO losses are. Without it a mean log-ratio above $\\log(\\text{fp32 max})\\approx 88.7$ makes $s_i=\\infty$:
+an infinite loss when $A_i<0$ and a NaN gradient either way. verl 0.9.1 clamps the (token-level GSPO)
+log-ratio from above at 10; TRL 1.16 does not clamp. Where the clamp binds the sequence gets no gradient.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 
 from impls.rl.aggregation import aggregate
 from impls.rl.masking import masked_mean, reduce_dtype
-from impls.rl.ppo import ppo_clip_objective_per_token
+from impls.rl.ppo import _MAX_LOG_RATIO, ppo_clip_objective_per_token
 
 __all__ = ["sequence_log_ratio", "gspo_sequence_ratio", "gspo_token_ratio", "gspo_loss"]
 
@@ -40,8 +45,9 @@ def sequence_log_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: torch.T
 
 
 def gspo_sequence_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """$s_i$: the length-normalised sequence ratio (geometric mean of the token ratios), ``[B]``."""
-    return torch.exp(sequence_log_ratio(logp, logp_old, mask))
+    """$s_i$: the length-normalised sequence ratio (geometric mean of the token ratios), ``[B]``;
+    $\\log s_i$ clamped to $[-20, 20]$ so that it never overflows (see the module docstring)."""
+    return torch.exp(sequence_log_ratio(logp, logp_old, mask).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
 
 
 def gspo_token_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -60,7 +60,10 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
 
 def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
     r"""$(x-\bar x)/\sqrt{\mathrm{Var}(x)+\epsilon}$ over masked elements (mean added back if not
-    ``shift_mean``); padded positions are 0. Output dtype is the reduction dtype (>= fp32)."""
+    ``shift_mean``); padded positions are 0. Output dtype is the reduction dtype (>= fp32).
+
+    $\bar x$ is the exact masked mean $\sum m x/\sum m$; verl's ``masked_whiten`` divides by $\sum m + 10^{-8}$
+    (a relative difference below $10^{-8}/n$). Both add $\epsilon = 10^{-8}$ to the unbiased variance."""
     xm, m = _prepare(x, mask)
     mean = masked_mean(x, mask)
     var = masked_var(x, mask, unbiased=True)

@@ -4,6 +4,13 @@ Clipped surrogate (to be *maximised*), per token, with $r_t = \pi_\theta(a_t|s_t
 $$L^{CLIP}_t = \min\big(r_t \hat A_t,\ \mathrm{clip}(r_t, 1-\epsilon_{low}, 1+\epsilon_{high})\,\hat A_t\big).$$
 The loss to *minimise* is $-L^{CLIP}$, reduced by an aggregation mode (``impls/rl/aggregation.py``).
 Dual clip (Ye et al. 2020): for $\hat A_t<0$ the objective is also bounded below by $c\hat A_t$, $c>1$.
+
+Choices that differ from the frameworks, on purpose:
+
+- dual clip is off unless ``dual_clip=c`` is passed; verl 0.9.1's ``vanilla`` policy loss always applies it
+  (``clip_ratio_c`` = 3);
+- the token log-ratio is clamped to $[-20, 20]$ before the exponential (verl does the same; TRL 1.16 does not
+  clamp), so one stale token cannot make the ratio overflow; where the clamp binds the token has no gradient.
 """
 
 from __future__ import annotations

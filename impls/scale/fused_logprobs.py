@@ -22,10 +22,15 @@ of 3). ``backend="triton"`` runs the per-chunk softmax part (forward statistics,
 Triton kernels (:mod:`impls.scale.fused_logprobs_triton`); the matmuls stay in torch either way.
 Maths in fp32 (fp64 stays fp64). bf16/fp16 inputs: on CUDA each chunk's logits leave the GEMM in fp32
 (``torch.mm(..., out_dtype=torch.float32)``), elsewhere the chunk is multiplied in the input dtype and upcast;
-$dW$ accumulates in fp32, $dH$'s GEMM takes $\partial L/\partial z$ rounded to the weight's dtype.
+$\partial L/\partial z$ is rounded once to the weight's dtype for the two backward GEMMs, and on CUDA $dW$'s
+GEMM takes those bf16 operands with fp32 accumulation (``torch.addmm(..., out_dtype=torch.float32)``: Tensor
+Cores, as Liger and verl); on the CPU it multiplies fp32 operands. Either way $dW$ accumulates in fp32. The
+rounded copy is a third ``[chunk, V]`` buffer, half the size of the two fp32 ones.
 
 Conventions (those of ``impls/rl/logprobs.py``): a target equal to ``ignore_index`` gives log-prob 0
-and no gradient through it; the entropy is returned for every row (the loss mask decides).
+and no gradient through it; the entropy is returned for every row (the loss mask decides). A logit of
+$-\infty$ (a vocabulary entry masked out, as RL stacks do for invalid ids) has $\pi_j = 0$: it adds 0 to the
+entropy ($\lim_{p\to0} p\log p = 0$) and gets gradient 0, never NaN.
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ __all__ = [
     "online_logprobs",
     "fused_logprob_backward",
 ]
+
+
+# Below this, exp() is exactly 0 in fp32 and fp64 alike: clamping log-values there keeps a logit of -inf
+# (a masked vocabulary entry) from turning p·log p into 0·(-inf) = NaN without changing any other entry.
+_NEG_LOG = -1e4
 
 
 def _acc_dtype(*ts: torch.Tensor) -> torch.dtype:
@@ -76,11 +86,15 @@ def online_logprobs(
     for start in range(0, V, block_size):
         x = logits[:, start:start + block_size].to(dt) / temperature
         m_new = torch.maximum(m, x.amax(dim=-1))
+        # a block of -inf logits only (masked vocabulary entries) leaves m' = -inf: subtract 0 instead of
+        # -inf, so that exp(x - m') is exp(-inf) = 0 and not exp(NaN)
+        m_safe = torch.where(m_new == float("-inf"), 0.0, m_new)
         shift = torch.where(s > 0, m - m_new, 0.0)  # m - m' (0 before the first block, where s = a = 0)
-        alpha = torch.exp(m - m_new)
-        d = x - m_new[:, None]
+        alpha = torch.exp(m - m_safe)
+        d = x - m_safe[:, None]
         e = torch.exp(d)
-        a = alpha * (a + s * shift) + (e * d).sum(-1)
+        # e·d -> 0 as d -> -inf (a masked logit of -inf has p = 0); 0·(-inf) would be NaN
+        a = alpha * (a + s * shift) + torch.where(e > 0, e * d, 0.0).sum(-1)
         s = alpha * s + e.sum(-1)
         m = m_new
         inside = (y >= start) & (y < start + x.shape[1])
@@ -102,6 +116,26 @@ def _check(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ch
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
+def _mixed_gemms(t: torch.Tensor) -> bool:
+    """Whether bf16/fp16 GEMMs with an fp32 result (``out_dtype``) exist on ``t``'s device: CUDA, and meta
+    (where tests trace which GEMMs run); not the CPU."""
+    return t.device.type != "cpu"
+
+
+def _accumulate_dw_(dW: torch.Tensor, z: torch.Tensor, z_low: torch.Tensor | None, h: torch.Tensor) -> None:
+    r"""$dW \mathrel{+}= (\partial L/\partial z)^\top h$. For a bf16/fp16 model on a GPU the GEMM takes bf16
+    operands (``z_low``, the rounded copy dH's GEMM uses, and $h$ as it is) and accumulates into the fp32
+    ``dW`` (Tensor Cores, as Liger and verl do); fp32 operands would make it the one SGEMM of the backward
+    (about 67 vs 990 dense TFLOP/s on an H100). Elsewhere the operands are in dW's dtype."""
+    if z_low is not None and _mixed_gemms(h):
+        try:
+            torch.addmm(dW, z_low.T, h, out_dtype=dW.dtype, out=dW)
+            return
+        except (TypeError, RuntimeError):
+            pass
+    dW.addmm_(z.T, h.to(dW.dtype))
+
+
 def _logits_into(buf: torch.Tensor | None, h: torch.Tensor, weight: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
     """$z = h W^\\top$ for one chunk, into ``buf`` (reused across chunks) when it fits."""
     c, V = h.shape[0], weight.shape[0]
@@ -109,8 +143,8 @@ def _logits_into(buf: torch.Tensor | None, h: torch.Tensor, weight: torch.Tensor
         if buf is None or buf.shape[0] < c:
             buf = torch.empty(c, V, dtype=dt, device=h.device)
         return torch.mm(h, weight.T, out=buf[:c])
-    if h.is_cuda and h.dtype == weight.dtype:
-        try:  # bf16/fp16 on CUDA: fp32 logits straight out of the GEMM, never rounded to bf16 (see lp-02)
+    if _mixed_gemms(h) and h.dtype == weight.dtype:
+        try:  # bf16/fp16 on a GPU: fp32 logits straight out of the GEMM, never rounded to bf16 (see lp-02)
             return torch.mm(h, weight.T, out_dtype=dt)
         except (TypeError, RuntimeError):
             pass
@@ -125,9 +159,11 @@ def _stats_(z: torch.Tensor, y: torch.Tensor, temperature: float, ignore_index: 
     z.sub_(m)  # z - m <= 0
     e = torch.exp(z, out=work[: z.shape[0]]) if work is not None else torch.exp(z)
     s = e.sum(-1)
-    a = e.mul_(z).sum(-1)  # sum e^{x-m} (x-m)
-    log_s = torch.log(s)
     x_y = z.gather(1, torch.where(y == ignore_index, 0, y)[:, None])[:, 0]
+    # sum e^{x-m} (x-m): a logit of -inf (a masked vocabulary entry) has e = 0 and contributes 0, not
+    # 0·(-inf) = NaN; clamping x-m at -1e4 changes only entries whose e underflows to exactly 0 anyway
+    a = e.mul_(z.clamp_(min=_NEG_LOG)).sum(-1)
+    log_s = torch.log(s)
     logp = torch.where(y == ignore_index, 0.0, x_y - log_s)
     return logp, log_s - a / s, m[:, 0] + log_s
 
@@ -140,6 +176,7 @@ def _dlogits_(z: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, ent: torch.Te
         z.mul_(inv_tau)
     z.sub_(lse[:, None])  # log pi
     p = torch.exp(z, out=work[: z.shape[0]]) if work is not None else torch.exp(z)
+    z.clamp_(min=_NEG_LOG)  # p = 0 there (a -inf logit): its gradient is 0, not 0·inf = NaN
     z.add_(ent[:, None]).mul_(g_h[:, None]).add_(g[:, None])  # g + g_H (log pi + H)
     z.mul_(p).neg_()
     z.scatter_add_(1, torch.where(g != 0, y, 0)[:, None], g[:, None])  # + g [j = y]  (g = 0 if ignored)
@@ -182,13 +219,15 @@ def _backward_chunks(hidden, weight, targets, grad_logp, grad_entropy, *, temper
             else:
                 ent_c, lse_c = entropy[sl].to(dt), lse[sl].to(dt)
             _dlogits_(z, yc, lse_c, ent_c, g, g_h, temperature, work)
+        # bf16/fp16 weight: dL/dz rounded to it once for both GEMMs (as verl and Liger do), no fp32 copy of W
+        z_low = None if weight.dtype == dt else z.to(weight.dtype)
         if need_h:
-            if weight.dtype == dt:
+            if z_low is None:
                 torch.mm(z, weight, out=dH[sl])
-            else:  # bf16/fp16 weight: dL/dz rounded to it for this GEMM (as verl and Liger do), no fp32 copy of W
-                dH[sl] = z.to(weight.dtype) @ weight
+            else:
+                dH[sl] = z_low @ weight
         if need_w:
-            dW.addmm_(z.T, h.to(dt))
+            _accumulate_dw_(dW, z, z_low, h)
     return dH, dW
 
 

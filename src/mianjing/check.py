@@ -6,12 +6,16 @@ function that does not exist, a follow-up naming no entry, a figure function or 
 that does not exist, a catalog id unknown to the catalog or settled twice, and
 a catalog question answered by an entry whose catalog claims are not all settled, a figure an
 executable claim's text quotes that no verifier pins with ``evidence.quote`` (or that only one language quotes),
-a named fact (``facts:``) given two different values by two claims, and a topic (or its area),
-company or team that ``qa/names.yaml`` does not name in both languages.
+a named fact (``facts:``) given two different values by two claims, a topic (or its area),
+company or team that ``qa/names.yaml`` does not name in both languages, a short answer longer than
+30 seconds spoken (``spoken_length``), full answers whose headings do not pair up across the languages
+(the site gives a heading the same anchor in both), and a kata without the Chinese text of its stub (``ZH`` in
+its property module) or without its entry.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,6 +133,8 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                             f"no such file: {b} (run the benchmark that writes it)"))
 
     _check_names(kb, add)
+    _check_katas(root, kb, add)
+    _check_answers(kb, add)
 
     # the catalog
     cat_file = catalog_file or catalog_path(root)
@@ -145,6 +151,23 @@ def check(root: Path, catalog_file: Path | None = None) -> CheckResult:
                             "(pass --catalog FILE or set MIANJING_CATALOG)")
     res.problems.sort()
     return res
+
+
+def _check_katas(root: Path, kb: KnowledgeBase, add) -> None:
+    """Every kata this checkout offers has the Chinese text its zh stub needs (``ZH`` in the property module), and
+    names an entry of the base."""
+    from .quiz.katas import available
+
+    for k in available(root):
+        missing = k.zh_missing(root)
+        if missing:
+            text = (root / k.props_path).read_text(encoding="utf-8").splitlines()
+            line = next((i for i, ln in enumerate(text, 1) if ln.startswith("ZH =")), 1)
+            add(Problem(k.props_path, line, "ZH",
+                        f"kata {k.name}: no Chinese text for {', '.join(missing)} (`kata start --lang zh` needs it: "
+                        "ZH = {\"doc\": ..., \"prop_...\": ..., \"" + (k.write or (k.symbol,))[0] + "\": ...}, see CONTRIBUTING.md)"))
+        if k.entry not in kb.entries:
+            add(Problem(k.props_path, 1, "kata", f"kata {k.name} names entry {k.entry!r}, which the base does not have"))
 
 
 def _decimals(x: float) -> int:
@@ -230,3 +253,48 @@ def _check_catalog(kb: KnowledgeBase, cat: Catalog, add) -> None:
         if missing:
             add(Problem(src.path, src.line_of("catalog"), "catalog",
                         f"catalog claims of {entry.catalog!r} not settled by any claim: {', '.join(missing)}"))
+
+
+# A short answer is what a candidate says in about 30 seconds: some 70 English words (140 a minute)
+# or 200 Chinese characters (400 a minute). What does not fit belongs in the full answer.
+SHORT_LIMIT = {"en": 70, "zh": 200}
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+)\$", re.S)
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[-'’.+/][A-Za-z0-9]+)*")
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SPOKEN_TEX = re.compile(r"\\(alpha|beta|gamma|delta|epsilon|varepsilon|theta|lambda|mu|pi|sigma|tau|phi|psi|omega|"
+                         r"Delta|Sigma|Omega|nabla|sqrt|frac|sum|log|exp|min|max|approx|le|ge|neq|in|to|infty)\b")
+
+
+def spoken_length(text: str, lang: str) -> int:
+    """How long ``text`` takes to say, in words (en) or in characters (zh): a Chinese character, a word or
+    a number is one; in a formula each name, number and spoken symbol (\\theta, \\frac, \\le...) is one."""
+
+    def formula(m: re.Match) -> str:
+        tex = m.group(1) or m.group(2)
+        spoken = len(_SPOKEN_TEX.findall(tex))
+        rest = re.sub(r"\\[A-Za-z]+", " ", tex)
+        return " w" * (spoken + len(re.findall(r"[A-Za-z]+|[0-9.]+", rest)))
+
+    text = _MATH.sub(formula, text)
+    text = re.sub(r"`([^`]*)`", r" \1 ", text)
+    n = len(_WORD.findall(text))
+    return n + len(_HAN.findall(text)) if lang == "zh" else n
+
+
+def _check_answers(kb: KnowledgeBase, add) -> None:
+    """Short answers fit in 30 seconds; the full answers' headings pair up across the languages."""
+    from .site.text import headings  # plain text handling: no site dependency
+
+    for entry in kb.entries.values():
+        src = kb.sources[entry.id]
+        for lang, unit in (("en", "words"), ("zh", "characters")):
+            n = spoken_length(entry.answer.short.get(lang), lang)
+            if n > SHORT_LIMIT[lang]:
+                add(Problem(src.path, src.line_of("answer", "short", lang), f"answer.short.{lang}",
+                            f"the short answer is {n} {unit} spoken, longer than 30 seconds ({SHORT_LIMIT[lang]}); "
+                            "move the detail to the full answer"))
+        zh, en = (headings(entry.answer.full.get(lang)) for lang in ("zh", "en"))
+        if len(zh) != len(en):
+            add(Problem(src.path, src.line_of("answer", "full"), "answer.full",
+                        f"the zh full answer has {len(zh)} headings, the en one {len(en)}: "
+                        "they must pair up (the site gives both the same anchors)"))

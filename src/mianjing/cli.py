@@ -72,8 +72,12 @@ def verify(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="parallel pytest workers")] = 1,
     timeout: Annotated[int, typer.Option(help="seconds before a hanging verifier is stopped")] = 300,
+    all_: Annotated[bool, typer.Option("--all", help="rerun every selected claim, reusing no earlier result")] = False,
 ) -> None:
-    """Run the verifiers and write build/verification.json; exit 1 if any claim fails."""
+    """Run the verifiers and write build/verification.json; exit 1 if any claim fails.
+
+    A claim whose verifier files, the project modules they import, its text, the library versions,
+    the device and the settings are unchanged since it last passed is reused, not rerun (--all reruns it)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -109,7 +113,8 @@ def verify(
             progress.update(task, description=f"{sum(counts.values())} tests: {counts['passed']} passed, "
                                               f"{counts['failed']} failed, {counts['skipped']} skipped  {nodeid}")
 
-        res = run(root, kb, chosen, device=device, jobs=jobs, timeout=timeout, on_progress=on_progress)
+        res = run(root, kb, chosen, device=device, jobs=jobs, timeout=timeout, on_progress=on_progress,
+                  reuse=not all_)
 
     outcomes: dict[str, int] = {}
     needs_cuda = 0
@@ -125,7 +130,17 @@ def verify(
     table.add_row("skipped (needs CUDA)", str(needs_cuda))
     table.add_row("skipped (other)", str(outcomes.get("skipped", 0) - needs_cuda))
     table.add_row("no verifier ran", str(outcomes.get("not-run", 0)))
+    table.add_row("rerun now", str(len(res.rerun)))
+    table.add_row("reused (inputs unchanged)", str(len(res.reused)))
     console.print(table)
+    origins: dict[str, int] = {}
+    for cid in res.reused:
+        run_info = res.claims[cid].get("run") or {}
+        commit = (run_info.get("commit") or "no commit")[:10] + (" (dirty)" if run_info.get("dirty") else "")
+        origins[commit] = origins.get(commit, 0) + 1
+    if origins:
+        console.print("reused results verified at " + ", ".join(f"{c}: {n}" for c, n in sorted(origins.items()))
+                      + "  (--all reruns them)", markup=False, soft_wrap=True)
     for cid in res.failed:
         rec = res.claims[cid]
         msgs = [t.get("message") for t in rec.get("tests", []) if t.get("outcome") == "failed"]
@@ -149,7 +164,7 @@ def zero(
 ) -> None:
     """Per-GPU model-state memory and communication for DP and ZeRO-1/2/3."""
     try:
-        from .zero_cli import ZeroInputError, parse_number, run as run_zero
+        from .calculators.zero_cli import ZeroInputError, parse_number, run as run_zero
     except ImportError:
         err.print("[red]error:[/red] the ZeRO calculator is not installed in this checkout")
         raise typer.Exit(2) from None
@@ -187,7 +202,7 @@ def kv(
     dtype: Annotated[str, typer.Option(help="cache element type: bf16 | fp16 | fp8 | fp32")] = "bf16",
 ) -> None:
     """KV-cache size of a model for a sequence length and batch, beside its MHA and MQA counterparts."""
-    from .kv_cli import KVInputError, run as run_kv
+    from .calculators.kv_cli import KVInputError, run as run_kv
 
     _root_on_path()
     try:
@@ -205,12 +220,108 @@ def pp(
     chunks: Annotated[Optional[str], typer.Option(metavar="INT", help="model chunks per device (interleaved; default 2)")] = None,
 ) -> None:
     """Pipeline schedule timeline, bubble fraction and peak in-flight micro-batches."""
-    from .pp_cli import run as run_pp
+    from .calculators.pp_cli import run as run_pp
 
     _root_on_path()
     try:
         run_pp(stages, micro, schedule, chunks)
     except ValueError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+gpu_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                      help="GPU calculators: occupancy from the per-capability table; what a Triton kernel compiles to.")
+app.add_typer(gpu_app, name="gpu")
+
+
+def _gpu_errors(fn):
+    from .calculators.gpu_cli import GPUInputError
+
+    try:
+        fn()
+    except GPUInputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@gpu_app.command("occupancy")
+def gpu_occupancy(
+    arch: Annotated[str, typer.Option(help="sm_70 | sm_80 | sm_86 | sm_89 | sm_90")] = "sm_90",
+    threads: Annotated[str, typer.Option(metavar="INT", help="threads per block")] = "256",
+    regs: Annotated[str, typer.Option(metavar="INT", help="registers per thread")] = "32",
+    smem: Annotated[str, typer.Option(metavar="SIZE", help="shared memory per block, e.g. 48K (static + dynamic)")] = "0",
+    carveout: Annotated[Optional[str], typer.Option(metavar="PCT", help="preferred shared-memory carveout, percent")] = None,
+) -> None:
+    """Blocks and warps per SM, occupancy and the limiting resource, like NVIDIA's occupancy calculator."""
+    from .calculators.gpu_cli import run_occupancy
+
+    _gpu_errors(lambda: run_occupancy(arch, threads, regs, smem, carveout, console=console))
+
+
+@gpu_app.command("inspect")
+def gpu_inspect(
+    target: Annotated[str, typer.Argument(metavar="FILE.py::kernel", help="a @triton.jit function")],
+    arch: Annotated[str, typer.Option(help="sm_80 | sm_86 | sm_89 | sm_90")] = "sm_90",
+    constexpr: Annotated[Optional[list[str]], typer.Option(metavar="NAME=VALUE", help="a tl.constexpr value")] = None,
+    arg: Annotated[Optional[list[str]], typer.Option(metavar="NAME=TYPE", help="a parameter's type (*fp16, i32, fp32)")] = None,
+    dtype: Annotated[str, typer.Option(help="element type of parameters named *ptr")] = "fp32",
+    num_warps: Annotated[str, typer.Option(metavar="INT")] = "4",
+    num_stages: Annotated[str, typer.Option(metavar="INT")] = "3",
+    align: Annotated[bool, typer.Option(help="assume pointers 16-byte aligned and integers divisible by 16")] = True,
+    ptx: Annotated[bool, typer.Option("--ptx", help="print the PTX")] = False,
+    sass: Annotated[bool, typer.Option("--sass", help="print the SASS")] = False,
+) -> None:
+    """Compile a Triton kernel for a GPU target (no GPU needed): registers, shared memory, spills, vector widths,
+    Tensor-Core instructions and the occupancy they give."""
+    from .calculators.gpu_cli import run_inspect
+
+    _gpu_errors(lambda: run_inspect(target, arch, constexpr, arg, dtype, num_warps, num_stages, align, ptx, sass,
+                                    console=console))
+
+
+@app.command("train-cost")
+def train_cost(
+    model: Annotated[str, typer.Option(help="preset: llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, "
+                                            "llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, qwen2.5-7b, qwen3-8b, "
+                                            "gpt-3-175b")],
+    tokens: Annotated[str, typer.Option(help="training tokens D, e.g. 15e12")],
+    gpus: Annotated[str, typer.Option(metavar="INT", help="number of GPUs")],
+    gpu: Annotated[str, typer.Option(help="h100 | h200 | a100 | a100-40gb")] = "h100",
+    mfu: Annotated[str, typer.Option(help="assumed model FLOPs utilisation, a fraction (0.4 = 40%)")] = "0.4",
+    seq: Annotated[Optional[str], typer.Option(metavar="INT", help="sequence length T (default: the model's "
+                                                                    "pretraining context)")] = None,
+    recompute: Annotated[str, typer.Option(help="activation recomputation for HFU: none | selective | full")] = "none",
+) -> None:
+    """Training FLOPs (6ND + attention), wall-clock time and GPU-hours at an assumed MFU."""
+    from .calculators.train_cost_cli import TrainCostInputError, run as run_train_cost
+
+    _root_on_path()
+    try:
+        run_train_cost(model, tokens, gpus, gpu, mfu, seq, recompute, console=console)
+    except TrainCostInputError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def plan(
+    model: Annotated[str, typer.Option(help="preset, e.g. llama-3-70b, llama-3.1-8b, qwen2.5-7b (see mianjing kv)")],
+    gpus: Annotated[str, typer.Option(metavar="INT", help="GPUs in all")],
+    gpus_per_node: Annotated[str, typer.Option(metavar="INT", help="GPUs per NVLink node")] = "8",
+    zero: Annotated[str, typer.Option(metavar="INT", help="ZeRO stage of the data-parallel ranks: 0-3")] = "1",
+    seq: Annotated[str, typer.Option(metavar="INT", help="tokens per sequence")] = "8192",
+    batch: Annotated[str, typer.Option(metavar="INT", help="global batch, in sequences")] = "128",
+    cluster: Annotated[str, typer.Option(help="dgx-h100 | dgx-a100 (peak FLOP/s, memory, link speeds)")] = "dgx-h100",
+    top: Annotated[str, typer.Option(metavar="INT", help="layouts to show")] = "8",
+) -> None:
+    """DP x TP x PP (x CP) layouts of a model on a cluster: memory per GPU, step time, what does not fit."""
+    from .calculators.plan_cli import PlanInputError, run as run_plan
+
+    _root_on_path()
+    try:
+        run_plan(model, gpus, gpus_per_node, zero, seq, batch, cluster, top, console=console)
+    except PlanInputError as exc:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
@@ -249,13 +360,15 @@ def mock(
     out: Annotated[Optional[Path], typer.Option(help="write the closing report here (default: user data dir)")] = None,
     kata_dir: Annotated[Optional[Path], typer.Option(help="where the kata stub is written (default: .)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds the kata judge lets your code run")] = 30.0,
+    track: Annotated[Optional[str], typer.Option(help="draw the coding kata from this track: rl | ml | kernels | leetcode")] = None,
+    topic: Annotated[Optional[str], typer.Option(help="prefer questions and a kata on this topic, e.g. coding/graph")] = None,
     db: Annotated[Optional[Path], typer.Option(help=_DB_HELP)] = None,
 ) -> None:
     """A whole interview round: warm-up, core, deep, one coding kata, then a report."""
     from .quiz.commands import mock as run_mock_cmd
 
     run_mock_cmd(_root(), db=db, lang=lang, minutes=minutes, company=company, out=out, kata_dir=kata_dir,
-                 timeout=timeout)
+                 timeout=timeout, track=track, topic=topic)
 
 
 @app.command()
@@ -275,11 +388,14 @@ app.add_typer(kata_app, name="kata")
 
 
 @kata_app.command("list")
-def kata_list() -> None:
-    """The katas this checkout offers."""
+def kata_list(
+    track: Annotated[Optional[str], typer.Option(help="only this track: rl | ml | kernels | leetcode")] = None,
+    lang: Annotated[Optional[str], typer.Option(help=_LANG_HELP)] = None,
+) -> None:
+    """The katas this checkout offers, by track (RL, ML, kernels, LeetCode), with difficulty and entry."""
     from .quiz.commands import kata_list as run
 
-    run(_root())
+    run(_root(), track=track, lang=lang)
 
 
 @kata_app.command("start")
@@ -287,11 +403,12 @@ def kata_start(
     name: Annotated[str, typer.Argument(help="kata name, see `mianjing kata list`")],
     dest: Annotated[Path, typer.Option("--to", help="folder or file for the stub")] = Path("."),
     force: Annotated[bool, typer.Option(help="overwrite an existing file")] = False,
+    lang: Annotated[Optional[str], typer.Option(help="language of the stub's comments and docstrings: " + _LANG_HELP)] = None,
 ) -> None:
     """Write a stub (signature and conventions, no solution) to the current directory."""
     from .quiz.commands import kata_start as run
 
-    run(_root(), name, dest=dest, force=force)
+    run(_root(), name, dest=dest, force=force, lang=lang)
 
 
 @kata_app.command("judge")

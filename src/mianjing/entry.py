@@ -15,6 +15,7 @@ import sys
 # option -> (keyword, kind); kind: str | int1-3 | pos-int | float | path | flag:<value>
 _QUIZ = {"--topic": ("topic", "str"), "--company": ("company", "str"), "--difficulty": ("difficulty", "int1-3"),
          "--lang": ("lang", "str"), "-n": ("n", "pos-int"), "--db": ("db", "path")}
+_LIST = {"--track": ("track", "str"), "--lang": ("lang", "str")}
 _JUDGE = {"--kata": ("name", "str"), "--timeout": ("timeout", "float"), "--memory-mb": ("memory_mb", "int"),
           "--record": ("record", "flag:1"), "--no-record": ("record", "flag:0"), "--lang": ("lang", "str"),
           "--db": ("db", "path")}
@@ -91,10 +92,13 @@ def fast(argv: list[str]) -> bool:
 
         quiz(_root(), **opts)
         return True
-    if argv == ["kata", "list"]:
+    if argv[:2] == ["kata", "list"]:
+        opts = parse(argv[2:], _LIST, {"track": None, "lang": None})
+        if opts is None:
+            return False
         from .quiz.commands import kata_list
 
-        kata_list(_root())
+        kata_list(_root(), **opts)
         return True
     if argv[:2] == ["kata", "judge"]:
         opts = parse(argv[2:], _JUDGE, {"name": None, "timeout": 30.0, "memory_mb": 4096, "record": True,

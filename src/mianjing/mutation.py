@@ -16,12 +16,12 @@ other project modules, are run there (``verifiers/`` for ``impls/``; ``tests/`` 
 
 Mutants live in ``mutants/<area>.py`` as a list ``MUTANTS`` of :class:`Mutant`; adding one is
 one line. The report (``build/mutants.json``) gives killed / survived / equivalent / stale per
-module and the score ``killed / (all - equivalent - stale)``.
+module and per area (each ``impls/<area>`` folder, and ``tool`` for ``src/``), each with its score
+``killed / (all - equivalent - stale)``, and the overall score.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import re
@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .imports import closure, import_graph, module_name
 from .report import write_json_atomic
 
 NAME = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
@@ -60,7 +61,7 @@ class Mutant:
 class Outcome:
     name: str
     file: str
-    status: str  # killed | survived | equivalent | stale | error
+    status: str  # killed | survived | equivalent | stale | timeout | error
     detail: str = ""  # the test that killed it, why it is stale, ...
     seconds: float = 0.0
     tests: list[str] = field(default_factory=list)  # the test files selected
@@ -118,58 +119,6 @@ def stale_reason(root: Path, m: Mutant) -> str | None:
 
 
 # ------------------------------------------------------------------- which tests import it
-def _module_name(rel: str) -> str:
-    parts = rel[:-3].split("/")
-    if parts[0] == "src":
-        parts = parts[1:]
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
-def _imports(path: Path, module: str) -> set[str]:
-    """Modules a file imports anywhere in it (absolute and relative; ``from a import b`` gives a and a.b)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, OSError):
-        return set()
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")
-                up = up[: len(up) - (node.level - 1)] if node.level > 1 else up
-                base = ".".join(p for p in (*up, base) if p)
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
-    return out
-
-
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Project module -> the project modules it imports (impls, verifiers, tests, figures, mianjing)."""
-    files = {}
-    for folder in ("impls", "verifiers", "tests", "figures", "src/mianjing"):
-        for path in (root / folder).rglob("*.py") if (root / folder).is_dir() else []:
-            rel = path.relative_to(root).as_posix()
-            files[_module_name(rel)] = path
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        found = set()
-        for imp in _imports(path, name):
-            # a.b.c imports a and a.b too (their __init__ runs)
-            parts = imp.split(".")
-            for i in range(1, len(parts) + 1):
-                cand = ".".join(parts[:i])
-                if cand in files and cand != name:
-                    found.add(cand)
-        graph[name] = found
-    return graph
-
-
 def test_file_seconds(root: Path) -> dict[str, float]:
     """Seconds each verifier file took in the last ``mianjing verify`` (build/verification.json), if any."""
     import json
@@ -195,7 +144,7 @@ def selected_tests(root: Path, rel_file: str, graph: dict[str, set[str]] | None 
     code under ``impls/``, ``tests/`` for the tool. Cheapest first (by the last verify's durations,
     when known), so that ``-x`` usually stops before the slow ones."""
     graph = graph if graph is not None else import_graph(root)
-    target = _module_name(rel_file)
+    target = module_name(rel_file)
     folder = "verifiers" if rel_file.startswith("impls/") else "tests"
     direct, indirect = [], []
     for name in sorted(graph):
@@ -204,15 +153,7 @@ def selected_tests(root: Path, rel_file: str, graph: dict[str, set[str]] | None 
             continue
         if target in graph[name]:
             direct.append(rel)
-            continue
-        seen, todo = set(), list(graph[name])
-        while todo:
-            mod = todo.pop()
-            if mod in seen:
-                continue
-            seen.add(mod)
-            todo.extend(graph.get(mod, ()))
-        if target in seen:
+        elif target in closure(graph, graph[name]):
             indirect.append(rel)
     found = direct + indirect
     if seconds:
@@ -271,7 +212,9 @@ def run_one(scratch: Path, m: Mutant, tests: list[str], timeout: float, max_exam
     out.seconds = round(time.time() - started, 1)
     hit = _FAILED.search(text)
     if code == -1 or "Timeout" in text and code != 0:
-        out.status, out.detail = "killed", f"hung past {int(timeout)} s"
+        # not a kill: on a loaded machine the unmutated tests can take as long; rerun it alone with more time
+        out.status = "timeout"
+        out.detail = f"its tests did not finish in {int(timeout)} s: rerun it alone with a larger --timeout"
     elif code == 0:
         if m.equivalent is not None:
             out.status, out.detail = "equivalent", m.equivalent
@@ -287,40 +230,65 @@ def run_one(scratch: Path, m: Mutant, tests: list[str], timeout: float, max_exam
     return out
 
 
+STATUSES = ("killed", "survived", "equivalent", "stale", "timeout", "error")
+
+
+def area_of(rel_file: str) -> str:
+    """``impls/<area>`` for reference code (``impls/rl/ppo.py`` -> ``impls/rl``), ``tool`` for ``src/``."""
+    parts = rel_file.split("/")
+    return "/".join(parts[:2]) if parts[0] == "impls" and len(parts) > 2 else "tool" if parts[0] == "src" else parts[0]
+
+
+def scored(row: dict[str, int]) -> int:
+    """Mutants that count in the score: all but the equivalent and the stale (a time-out is not a kill)."""
+    return row["killed"] + row["survived"] + row["timeout"] + row["error"]
+
+
+def _score(row: dict[str, int]) -> float | None:
+    n = scored(row)
+    return row["killed"] / n if n else None
+
+
 @dataclass
 class Report:
     outcomes: list[Outcome]
     wall: float
     jobs: int
 
-    def by_module(self) -> dict[str, dict[str, int]]:
+    def _rows(self, key) -> dict[str, dict[str, int]]:
         rows: dict[str, dict[str, int]] = {}
         for o in self.outcomes:
-            row = rows.setdefault(o.file, {"killed": 0, "survived": 0, "equivalent": 0, "stale": 0, "error": 0})
+            row = rows.setdefault(key(o.file), dict.fromkeys(STATUSES, 0))
             row[o.status] += 1
         return dict(sorted(rows.items()))
 
+    def by_module(self) -> dict[str, dict[str, int]]:
+        return self._rows(lambda f: f)
+
+    def by_area(self) -> dict[str, dict]:
+        """Per area (``impls/<area>``, ``tool``): the counts and the area's score (None if nothing was scored)."""
+        return {area: {**row, "score": _score(row)} for area, row in self._rows(area_of).items()}
+
     @property
     def counts(self) -> dict[str, int]:
-        c = {"killed": 0, "survived": 0, "equivalent": 0, "stale": 0, "error": 0}
+        c = dict.fromkeys(STATUSES, 0)
         for o in self.outcomes:
             c[o.status] += 1
         return c
 
     @property
     def score(self) -> float | None:
-        c = self.counts
-        scored = c["killed"] + c["survived"] + c["error"]
-        return c["killed"] / scored if scored else None
+        return _score(self.counts)
 
     @property
     def ok(self) -> bool:
         c = self.counts
-        return c["survived"] == c["stale"] == c["error"] == 0
+        return c["survived"] == c["stale"] == c["timeout"] == c["error"] == 0
 
     def to_json(self) -> dict:
         return {"format": 1, "wall_seconds": round(self.wall, 1), "jobs": self.jobs, "counts": self.counts,
-                "score": self.score, "by_module": self.by_module(), "mutants": [asdict(o) for o in self.outcomes]}
+                "score": self.score, "by_area": self.by_area(), "by_module": self.by_module(),
+                "mutants": [asdict(o) for o in self.outcomes]}
 
 
 def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 300, max_examples: int = 30,
@@ -399,22 +367,32 @@ def command(root: Path, names: list[str] | None, jobs: int, timeout: float, max_
         return 0
 
     def done(o: Outcome) -> None:
-        if o.status in ("survived", "stale", "error"):
+        if o.status in ("survived", "stale", "timeout", "error"):
             console.print(f"{o.status.upper()} {o.name} ({o.file}): {o.detail}", markup=False, highlight=False, soft_wrap=True)
 
     report = run_all(root, mutants, jobs=jobs, timeout=timeout, max_examples=max_examples, on_done=done)
     path = write_report(root, report)
     table = Table(title=f"mutants ({report.wall / 60:.1f} min, {jobs} jobs)")
-    for col in ("module", "killed", "survived", "equivalent", "stale", "error"):
+    for col in ("module", *STATUSES):
         table.add_column(col, justify="left" if col == "module" else "right", no_wrap=col == "module")
     for mod, row in report.by_module().items():
-        table.add_row(mod, *(str(row[k]) for k in ("killed", "survived", "equivalent", "stale", "error")))
+        table.add_row(mod, *(str(row[k]) for k in STATUSES))
     c = report.counts
-    table.add_row("all", *(str(c[k]) for k in ("killed", "survived", "equivalent", "stale", "error")))
+    table.add_row("all", *(str(c[k]) for k in STATUSES))
     console.print(table)
-    score = report.score
-    console.print(f"score: {c['killed']}/{c['killed'] + c['survived'] + c['error']} killed"
-                  + (f" ({100 * score:.1f}%)" if score is not None else "")
-                  + f", {c['equivalent']} judged equivalent, {c['stale']} stale; report: {path.relative_to(root)}",
+    areas = Table(title="score per area (killed / scored; equivalent and stale not scored, a time-out is no kill)")
+    for col in ("area", "killed", "scored", "score", "equivalent", "stale", "timeout"):
+        areas.add_column(col, justify="left" if col == "area" else "right", no_wrap=True)
+    for area, row in report.by_area().items():
+        areas.add_row(area, str(row["killed"]), str(scored(row)),
+                      "-" if row["score"] is None else f"{100 * row['score']:.1f}%",
+                      str(row["equivalent"]), str(row["stale"]), str(row["timeout"]))
+    console.print(areas)
+    console.print("per area: " + ", ".join(f"{a} {r['killed']}/{scored(r)}" for a, r in report.by_area().items()),
                   markup=False, highlight=False)
+    score = report.score
+    console.print(f"score: {c['killed']}/{scored(c)} killed"
+                  + (f" ({100 * score:.1f}%)" if score is not None else "")
+                  + f", {c['equivalent']} judged equivalent, {c['stale']} stale, {c['timeout']} timed out; "
+                  f"report: {path.relative_to(root)}", markup=False, highlight=False)
     return 0 if report.ok else 1

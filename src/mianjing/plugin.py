@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -247,6 +248,32 @@ def environment(config: pytest.Config) -> dict:
         env["hypothesis"] = {"version": hyp.__version__, "max_examples": s.max_examples,
                              "derandomize": s.derandomize}
     return env
+
+
+# A test that needs a system package skips with a reason naming the command that installs it, e.g.
+# pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)").
+_INSTALL = re.compile(r"\bapt(?:-get)? install ([a-z0-9][a-z0-9.+-]*)")
+
+
+def missing_packages(reports) -> dict[str, list[str]]:
+    """System package -> the node ids of the skipped tests whose reason names its install command."""
+    out: dict[str, list[str]] = {}
+    for rep in reports:
+        msg = _message(rep) if getattr(rep, "skipped", False) else None
+        hit = _INSTALL.search(msg or "")
+        if hit:
+            out.setdefault(hit.group(1), []).append(rep.nodeid)
+    return dict(sorted(out.items()))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """End the run with one line per missing system package: what it skipped and how to install it."""
+    for package, nodeids in missing_packages(terminalreporter.stats.get("skipped", [])).items():
+        files = sorted({n.split("::", 1)[0] for n in nodeids})
+        where = ", ".join(files[:3]) + (f" and {len(files) - 3} more files" if len(files) > 3 else "")
+        terminalreporter.write_line(
+            f"missing system package {package}: {len(set(nodeids))} test(s) skipped ({where}); "
+            f"install it with: apt-get install {package}", yellow=True, bold=True)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

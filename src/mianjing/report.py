@@ -3,14 +3,20 @@
 ```
 {"format": 1, "created": ISO-8601, "inputs_digest": sha256,
  "environment": {python, platform, torch, device, cuda, hypothesis, date, commit, dirty},
+ "incremental": {"rerun": n, "reused": n, "reuse": bool},
  "claims": {claim_id: {"outcome": passed|failed|skipped|not-run, "duration": s,
-                       "inputs_digest": sha256, "evidence": {...},
+                       "inputs_digest": sha256, "key": sha256, "evidence": {...},
+                       "run": {"status": rerun|reused, "commit", "dirty", "date"},
+                       "environment": {... of the run that executed it},
                        "tests": [{nodeid, file, line, function, outcome, duration, message, evidence}]}},
  "summary": {"passed": n, "failed": n, "skipped": n}}
 ```
-A claim's result is *stale* when its ``inputs_digest`` differs from the digest of
-the code now on disk (``impls/``, ``verifiers/`` and the claims' verdicts), so
-the site never shows an old green as current.
+``key`` hashes what the claim's outcome depends on (see ``mianjing.verify``); ``run`` says whether
+this report ran its verifiers (``rerun``) or carried the result of an earlier run whose key is the
+same (``reused``), and the commit that run verified. A claim's result is *stale* when its
+``inputs_digest`` differs from the digest of the code now on disk (``impls/``, ``verifiers/`` and
+the claims' verdicts; every record a run writes or carries over gets the digest of that moment),
+so the site never shows an old green as current.
 """
 
 from __future__ import annotations

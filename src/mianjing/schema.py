@@ -83,7 +83,7 @@ class AskedAt(Strict):
     company: str | None = None
     team: str | None = None
     round: int | None = Field(default=None, ge=1)
-    note: str | None = None
+    note: Text | None = None  # where the report comes from, in both languages
 
 
 class Reference(Strict):

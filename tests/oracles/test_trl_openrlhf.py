@@ -15,7 +15,10 @@ Deliberate differences, each a named test:
 * TRL's CISPO caps the weight at ``epsilon_high`` itself (an absolute bound, no lower bound); ours takes
   ``1 + clip_high`` and an optional lower bound, so the comparison passes ``clip_high = epsilon_high - 1``.
 * OpenRLHF keeps observation tokens as time steps with r = V = 0 (equal to ours at gamma = lam = 1, not below:
-  ``test_openrlhf_gae_interior_masks_deliberate_difference``).
+  ``test_openrlhf_gae_interior_masks_deliberate_difference``); its ``get_cumulative_returns`` likewise discounts
+  across masked interior tokens (``test_openrlhf_cumulative_returns_interior_masks_deliberate_difference``).
+* TRL 1.16's GRPO ratio is ``exp(log_ratio)`` with no clamp; ours (like verl) clamps the token log-ratio to
+  [-20, 20] (inputs here stay far inside it).
 """
 
 from __future__ import annotations
@@ -227,6 +230,18 @@ def test_openrlhf_gae_right_padding(seed):
     _close(ours_r[m], ret[m], "OpenRLHF GAE returns")
     cum = maker.get_cumulative_returns(None, rewards, mask, 0.99)
     _close(discounted_returns(rewards, mask, 0.99)[m], cum[m], "OpenRLHF cumulative returns")
+
+
+def test_openrlhf_cumulative_returns_interior_masks_deliberate_difference():
+    _, maker = _openrlhf()
+    mask = torch.tensor([[1, 1, 0, 0, 1]], dtype=F64)
+    rewards = torch.tensor([[0, 0, 0, 0, 1]], dtype=F64)
+    theirs = maker.get_cumulative_returns(None, rewards, mask, 0.9)
+    ours = discounted_returns(rewards, mask, 0.9)
+    _close(theirs[0], [0.9**4, 0.9**3, 0.9**2, 0.9, 1.0], "OpenRLHF: a discount step at every masked token")
+    _close(ours[0], [0.9**2, 0.9, 0.0, 0.0, 1.0], "ours: masked tokens skipped, 0 there")
+    _close(maker.get_cumulative_returns(None, rewards, mask, 1.0)[0, [0, 1, 4]],
+           discounted_returns(rewards, mask, 1.0)[0, [0, 1, 4]], "gamma = 1: equal on model tokens")
 
 
 def test_openrlhf_gae_interior_masks_deliberate_difference():

@@ -8,7 +8,14 @@ exhibits the difference instead of loosening a tolerance:
   ours does only when asked, so the comparison passes ``dual_clip=3.0``.
 * verl's GAE returns *whitened* advantages; ours returns raw ones (whitening is a separate step),
   so we compare returns directly and verl's advantages with ``whiten(raw)`` on response tokens.
-* verl clamps log-ratios to [-20, 20] (policy loss, k3) and k3 to [-10, 10]; ours does not clamp.
+* verl clamps token log-ratios to [-20, 20] (policy loss, k3) as ours does, and k3 to [-10, 10], which ours does
+  not (``test_kl_k3_clamp_deliberate_difference``). For GSPO verl clamps the log-ratio from above at 10, ours to
+  [-20, 20] (``test_gspo_clamp_deliberate_difference``).
+* verl's trainer passes ``global_batch_size`` (every sequence of the mini-batch) to ``agg_loss``, so its seq-mean
+  modes count empty rows in the denominator; ours treat them as absent (equal to verl's standalone call:
+  ``test_aggregation_global_batch_size_deliberate_difference``).
+* verl's Dr. GRPO on a group of one returns the raw score (mean taken as 0); ours returns 0
+  (``test_dr_grpo_group_of_one_deliberate_difference``).
 * verl's GRPO divides ``0 / (std + eps)`` for a group of equal scores and can return a non-zero
   advantage in fp32 (the mean is one ulp off); ours returns exactly 0.
 * verl's seq-mean-token-mean divides by ``len + 1e-8``; ours by ``len`` (relative effect < 1e-8).
@@ -28,6 +35,7 @@ Run (never needed by the main test command):
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -206,6 +214,21 @@ def test_aggregation_registry(seed, agg, holes):
            core_algos.agg_loss(x, mask, agg, loss_scale_factor=C_NORM), f"aggregate {agg}", rtol=1e-7)
 
 
+def test_aggregation_global_batch_size_deliberate_difference():
+    """The trainer path: global_batch_size = all B rows, so verl's seq-mean modes divide by B, empty rows included."""
+    g = torch.Generator().manual_seed(520)
+    _, _, _, mask = _batch(520, holes=True)          # the last row is empty
+    x = torch.randn(mask.shape, generator=g, dtype=F64)
+    B, live = mask.shape[0], int((mask.sum(-1) > 0).sum())
+    assert live < B
+    for agg in ("seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"):
+        theirs = core_algos.agg_loss(x, mask, agg, global_batch_size=B, loss_scale_factor=C_NORM)
+        _close(aggregate(x, mask, agg, norm_constant=C_NORM) * live / B, theirs, f"{agg} with global_batch_size",
+               rtol=1e-7)
+    theirs = core_algos.agg_loss(x, mask, "token-mean", batch_num_tokens=mask.sum())
+    _close(aggregate(x, mask, "token-mean"), theirs, "token-mean with the global token count", rtol=1e-7)
+
+
 def test_sum_norm_needs_a_constant_deliberate_difference():
     _, _, _, mask = _batch(510)
     x = torch.ones_like(mask)
@@ -227,6 +250,28 @@ def test_gspo_loss(seed):
                                                     loss_agg_mode="seq-mean-token-mean",
                                                     config=_actor_cfg(3e-4, 4e-4))
     _close(ours, theirs, "GSPO loss", rtol=1e-7)
+
+
+def test_gspo_clamp_deliberate_difference():
+    """A stale sequence (mean log-ratio 15, A < 0): verl's ratio stops at e^10, ours at e^20; below 10 they agree."""
+    mask = torch.ones(1, 4, dtype=F64)
+    logp_old = torch.full((1, 4), -20.0, dtype=F64)
+    adv = torch.tensor([-1.0], dtype=F64)
+    cfg = _actor_cfg(0.2, 0.2)
+    for shift, ours_log, verl_log in ((15.0, 15.0, 10.0), (5.0, 5.0, 5.0)):
+        ours, _ = gspo_loss(logp_old + shift, logp_old, adv, mask, clip_low=0.2, clip_high=0.2)
+        theirs, _ = core_algos.compute_policy_loss_gspo(logp_old, logp_old + shift, adv[:, None] * mask, mask,
+                                                        loss_agg_mode="seq-mean-token-mean", config=cfg)
+        _close(ours, math.exp(ours_log), "ours: -A·s, log s clamped to [-20, 20]", rtol=1e-9)
+        _close(theirs, math.exp(verl_log), "verl: -A·s, log s clamped at 10", rtol=1e-9)
+
+
+def test_dr_grpo_group_of_one_deliberate_difference():
+    scores = torch.tensor([0.7, -0.2, 1.5], dtype=F64)
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(scores[:, None], torch.ones(3, 1, dtype=F64),
+                                                          np.arange(3), norm_adv_by_std_in_grpo=False)
+    _close(theirs[:, 0], scores, "verl: a one-answer group keeps its raw score")
+    _close(grpo_advantages(scores, 1, scale_by_std=False), torch.zeros(3, dtype=F64), "ours: its own baseline, 0")
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -135,7 +135,7 @@ def grpo_advantages(scores, group_size, scale_by_std=True, eps=1e-6):
 
 # -- escaping -----------------------------------------------------------------------------
 
-# A child process that would outlive the judge (plain, then setsid + double fork).
+# A child process that would outlive the judge (plain, then setsid + double fork): refused today.
 CHILDREN = r'''
 import os, subprocess, sys, time
 
@@ -183,19 +183,32 @@ def level_order_with_depth(root):
     return []
 '''
 
-# Spawns a long-lived setsid'd grandchild, then loops until the judge itself is killed from outside.
-LINGER_THEN_HANG = r'''
-import os, sys, time
+# Names its own thread (so the test can find the worker in /proc), then hangs until the judge is killed.
+NAME_THEN_HANG = r'''
+import ctypes, time
 
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)", "MARK-orphan"])
-    os._exit(0)
+ctypes.CDLL(None).prctl(15, b"MARK", 0, 0, 0)  # PR_SET_NAME
 
 def level_order_with_depth(root):
     while True:
         time.sleep(0.1)
+'''
+
+# Swaps its working directory for a symlink to TARGET (and leaves another link inside it): the judge
+# deletes its working directory afterwards and must follow neither.
+SWAP_WORKDIR = r'''
+import os
+
+here = os.getcwd()
+os.symlink("TARGET", os.path.join(here, "inner-link"))
+try:
+    os.rename(here, here + "-moved")
+    os.symlink("TARGET", here)
+except OSError:
+    pass
+
+def level_order_with_depth(root):
+    return []
 '''
 
 WRITE_GIGABYTE_FILE = r'''
@@ -234,7 +247,10 @@ try:
     info["store"] = "wrote a file there"
 except OSError as exc:
     info["store"] = f"refused: {exc}"
-info["next_to_me"] = sorted(os.listdir(os.path.dirname(__file__)))
+try:
+    info["next_to_me"] = sorted(os.listdir(os.path.dirname(__file__)))
+except OSError as exc:
+    info["next_to_me"] = f"refused: {exc}"
 raise RuntimeError("LOOK " + json.dumps(info))
 '''
 

@@ -1,4 +1,4 @@
-"""A tiny knowledge base for the quiz tests (built on tests/minirepo.py), and CLI helpers."""
+"""A tiny knowledge base for the quiz tests (built on tests/minirepo.py), and CLI and process helpers."""
 
 from __future__ import annotations
 
@@ -88,3 +88,21 @@ def cli_env(root: Path, tmp: Path, **extra: str) -> dict:
                LANG="C.UTF-8", LC_ALL="C.UTF-8", COLUMNS="200")
     env.update(extra)
     return env
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line contains ``marker``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state != b"Z":
+            out.append(int(pid))
+    return out

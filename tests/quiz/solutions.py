@@ -8,12 +8,14 @@ def gae(rewards, values, mask, gamma, lam):
     r, v, m = rewards.double(), values.double(), mask.double()
     B, T = r.shape
     adv = torch.zeros_like(r)
-    last = torch.zeros(B, dtype=r.dtype)
+    next_v = torch.zeros(B, dtype=r.dtype)    # the value and advantage of the next trained token,
+    next_a = torch.zeros(B, dtype=r.dtype)    # carried across masked (observation) tokens
     for t in reversed(range(T)):
-        nv = v[:, t + 1] * m[:, t + 1] if t + 1 < T else torch.zeros(B, dtype=r.dtype)
-        delta = (r[:, t] + gamma * nv - v[:, t]) * m[:, t]
-        last = (delta + gamma * lam * last) * m[:, t]
-        adv[:, t] = last
+        a = r[:, t] + gamma * next_v - v[:, t] + gamma * lam * next_a
+        keep = m[:, t] > 0
+        adv[:, t] = torch.where(keep, a, torch.zeros_like(a))
+        next_v = torch.where(keep, v[:, t], next_v)
+        next_a = torch.where(keep, a, next_a)
     return adv, (adv + v) * m
 '''
 
@@ -29,6 +31,8 @@ def ppo_clip_loss(logp, logp_old, advantages, mask, clip_low=0.2, clip_high=None
     a = advantages.double()
     m = mask.double()
     per = -torch.minimum(ratio * a, clipped * a)
+    if dual_clip is not None:                  # negative advantages: the loss is capped at -c A
+        per = torch.where(a < 0, torch.minimum(per, -dual_clip * a), per)
     per = torch.where(m > 0, per, torch.zeros_like(per))
     return (per * m).sum() / m.sum().clamp(min=1), {"clipfrac": 0.0}
 '''
@@ -214,21 +218,23 @@ import torch
 
 
 def online_logprobs(logits, targets, *, block_size=4096, temperature=1.0, ignore_index=-100):
-    x = logits.double() / temperature
-    n, v = x.shape
-    m = torch.full((n,), float("-inf"), dtype=x.dtype)
-    s = torch.zeros(n, dtype=x.dtype)
-    a = torch.zeros(n, dtype=x.dtype)
+    n, v = logits.shape
+    m = torch.full((n,), float("-inf"), dtype=torch.float64)
+    s = torch.zeros(n, dtype=torch.float64)
+    a = torch.zeros(n, dtype=torch.float64)
+    x_y = torch.zeros(n, dtype=torch.float64)
+    y = targets.clamp(min=0)
     for j in range(0, v, block_size):
-        b = x[:, j:j + block_size]
+        b = logits[:, j:j + block_size].double() / temperature  # one block at a time, read once
         m_new = torch.maximum(m, b.max(1).values)
         shift = torch.where(torch.isinf(m), torch.zeros_like(m), m - m_new)
         e = torch.exp(b - m_new[:, None])
         a = torch.exp(shift) * (a + s * shift) + (e * (b - m_new[:, None])).sum(1)
         s = torch.exp(shift) * s + e.sum(1)
         m = m_new
-    y = targets.clamp(min=0)
-    logp = x.gather(1, y[:, None])[:, 0] - m - torch.log(s)
+        inside = (y >= j) & (y < j + b.shape[1])
+        x_y = torch.where(inside, b.gather(1, (y - j).clamp(0, b.shape[1] - 1)[:, None])[:, 0], x_y)
+    logp = x_y - m - torch.log(s)
     logp = torch.where(targets == ignore_index, torch.zeros_like(logp), logp)
     return logp, torch.log(s) - a / s
 '''
@@ -262,3 +268,152 @@ def fused_logprob_backward(hidden, weight, targets, grad_logp, grad_entropy, *, 
 
 # forgets the chain rule through x = z / temperature
 FUSED_BACKWARD_NO_TEMPERATURE = FUSED_BACKWARD_OK.replace(") / temperature\n", ")\n")
+
+
+# -- shortcuts that used to be accepted (issue 22): each is rejected by one named property -----------
+
+# k2 left out: an empty tensor, which a zip without strict compared with nothing (prop_closed_forms)
+KL_EMPTY_K2 = '''
+import torch
+
+def kl_estimate(logp, logp_ref, kind="k1"):
+    lr = logp - logp_ref
+    if kind == "k1":
+        return lr
+    if kind == "k2":
+        return torch.empty(0, dtype=lr.dtype)
+    return torch.expm1(-lr) + lr
+'''
+
+# the std of the first eight samples only: right for every group the old properties drew (G <= 8)
+GRPO_FIRST_EIGHT = '''
+import torch
+
+def grpo_advantages(scores, group_size, scale_by_std=True, eps=1e-6):
+    r = scores.double().view(-1, group_size)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale_by_std:
+        adv = adv / (r[:, :8].std(dim=1, keepdim=True) + eps)
+    return adv.reshape(-1)
+'''
+
+# the ratio of probabilities instead of the exponential of the log difference: 0/0 below -88 in fp32
+PPO_PROBABILITY_RATIO = PPO_OK.replace("ratio = torch.exp(logp.double() - logp_old.double().detach())",
+                                       "ratio = (torch.exp(logp) / torch.exp(logp_old.detach())).double()")
+
+# -log(sigmoid(m)) instead of logsigmoid: inf once sigmoid underflows
+DPO_LOG_OF_SIGMOID = '''
+import torch
+
+def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    m = beta * ((policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps))
+    return -torch.log(torch.sigmoid(m)).mean()
+'''
+
+# the two-pass softmax of whole rows: right values, not online
+ONLINE_FULL_ROWS = '''
+import torch
+
+def online_logprobs(logits, targets, *, block_size=4096, temperature=1.0, ignore_index=-100):
+    ls = torch.log_softmax(logits.double() / temperature, -1)
+    logp = ls.gather(1, targets.clamp(min=0)[:, None])[:, 0]
+    logp = torch.where(targets == ignore_index, torch.zeros_like(logp), logp)
+    return logp, -(ls.exp() * ls).sum(-1)
+'''
+
+# blocks, but two passes: the maximum over every block first, then the sums
+ONLINE_TWO_PASS_BLOCKS = '''
+import torch
+
+def online_logprobs(logits, targets, *, block_size=4096, temperature=1.0, ignore_index=-100):
+    n, v = logits.shape
+    m = torch.full((n,), float("-inf"), dtype=torch.float64)
+    for j in range(0, v, block_size):
+        m = torch.maximum(m, (logits[:, j:j + block_size].double() / temperature).max(1).values)
+    s = torch.zeros(n, dtype=torch.float64)
+    a = torch.zeros(n, dtype=torch.float64)
+    x_y = torch.zeros(n, dtype=torch.float64)
+    y = targets.clamp(min=0)
+    for j in range(0, v, block_size):
+        d = logits[:, j:j + block_size].double() / temperature - m[:, None]
+        e = torch.exp(d)
+        s = s + e.sum(1)
+        a = a + (e * d).sum(1)
+        inside = (y >= j) & (y < j + d.shape[1])
+        x_y = torch.where(inside, d.gather(1, (y - j).clamp(0, d.shape[1] - 1)[:, None])[:, 0], x_y)
+    logp = torch.where(targets == ignore_index, torch.zeros_like(x_y), x_y - torch.log(s))
+    return logp, torch.log(s) - a / s
+'''
+
+# autograd through the full [N, V] logits: right gradients, the memory the kata exists to avoid
+FUSED_FULL_AUTOGRAD = '''
+import torch
+
+def fused_logprob_backward(hidden, weight, targets, grad_logp, grad_entropy, *, temperature=1.0,
+                           ignore_index=-100, chunk_size=1024):
+    h = hidden.detach().clone().requires_grad_(True)
+    w = weight.detach().clone().requires_grad_(True)
+    ls = torch.log_softmax(h @ w.T / temperature, -1)
+    lp = torch.where(targets == ignore_index, torch.zeros_like(ls[:, 0]), ls.gather(1, targets.clamp(min=0)[:, None])[:, 0])
+    ent = -(ls.exp() * ls).sum(-1)
+    return torch.autograd.grad((lp * grad_logp + ent * grad_entropy).sum(), [h, w])
+'''
+
+# a recursive DFS that raises the recursion limit to get through the 5000-deep chain
+LEVEL_ORDER_DEEP_RECURSION = '''
+import sys
+
+sys.setrecursionlimit(100000)
+
+def level_order_with_depth(root, stats=None):
+    out = []
+
+    def visit(node, depth):
+        if node is None:
+            return
+        if depth == len(out):
+            out.append([])
+        out[depth].append(node.val)
+        visit(node.left, depth + 1)
+        visit(node.right, depth + 1)
+
+    visit(root, 0)
+    return out
+'''
+
+# Correct GRPO advantages: unbiased group std, eps in the denominator, equal groups exactly 0, fp32 kept.
+GRPO_OK = '''
+import torch
+
+def grpo_advantages(scores, group_size, scale_by_std=True, eps=1e-6):
+    r = scores.reshape(-1, group_size)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale_by_std:
+        adv = adv / (r.std(dim=1, unbiased=True, keepdim=True) + eps)
+    flat = r.amax(dim=1, keepdim=True) == r.amin(dim=1, keepdim=True)
+    return torch.where(flat, torch.zeros_like(adv), adv).reshape(-1)
+'''
+
+# Correct per-token KL estimators; k3 through expm1, exact for small log-ratios in fp32.
+KL_OK = '''
+import torch
+
+def kl_estimate(logp, logp_ref, kind):
+    lr = logp - logp_ref
+    if kind == "k1":
+        return lr
+    if kind == "k2":
+        return 0.5 * lr * lr
+    if kind == "k3":
+        return torch.expm1(-lr) + lr
+    raise ValueError(kind)
+'''
+
+# Correct DPO loss: softplus(-margin), finite at any margin.
+DPO_OK = '''
+import torch
+
+def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    margin = beta * ((policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps))
+    return torch.nn.functional.softplus(-margin).mean()
+'''

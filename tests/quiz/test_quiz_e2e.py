@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pexpect
 
-from tests.quiz.kb import MIANJING, cli_env, mini_kb
+from tests.quiz.kb import CHECKOUT, MIANJING, cli_env, mini_kb
 
 
 def spawn(args: list[str], env: dict, timeout: int = 60) -> pexpect.spawn:
@@ -132,6 +132,35 @@ def test_ctrl_c_mid_session_keeps_the_earlier_review(tmp_path):
     con = sqlite3.connect(env["MIANJING_DB"])
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
+
+
+def test_ctrl_c_that_lands_inside_input_before_it_waits_is_acted_on_at_once(tmp_path):
+    """The Ctrl-C the loaded machine used to lose (the test above timed out): its handler runs inside
+    ``input()`` after the prompt is shown and before readline waits for a key. The instrument in
+    tests/quiz/sigint_in_input/ puts it exactly there on the second question's first line; the old
+    code then slept in readline's select() until the test's timeout."""
+    import termios
+
+    root = mini_kb(tmp_path)
+    env = cli_env(root, tmp_path, MIANJING_TEST_SIGINT_IN_INPUT="3",
+                  PYTHONPATH=str(CHECKOUT / "tests" / "quiz" / "sigint_in_input"))
+    c = spawn(["quiz", "--lang", "en", "--topic", "rl"], env)
+    c.expect("What is GAE?")
+    c.expect("Your answer")
+    c.sendline("bias and variance")  # input("> ") calls 1 and 2
+    c.sendline("")
+    c.expect("points> ")
+    c.sendline("")
+    c.expect("rating> ")
+    c.sendline("3")
+    c.expect("Why does PPO clip?")  # call 3 gets the Ctrl-C: nothing is typed
+    c.expect(r"Interrupted: the 1 rated question\(s\) are saved", timeout=15)
+    lflag = termios.tcgetattr(c.child_fd)[3]  # readline's raw mode is undone before the message
+    assert lflag & termios.ICANON and lflag & termios.ECHO
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 130
+    assert rows(env["MIANJING_DB"], "SELECT entry_id, rating FROM reviews") == [("gae-basics", 3)]
 
 
 def test_a_corrupt_store_gives_a_clear_message_and_is_not_touched(tmp_path):

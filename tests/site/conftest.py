@@ -19,10 +19,14 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 @pytest.fixture(scope="session")
 def real_site(tmp_path_factory):
     """The knowledge base as committed, with build/verification.json if `mianjing verify` wrote it:
-    (site_dir, BuildResult, KnowledgeBase). Figures and other caches live in the checkout's build/cache."""
+    (site_dir, BuildResult, KnowledgeBase). Figures and other caches live in the checkout's build/cache.
+    MIANJING_TEST_SITE=DIR tests a site built earlier instead (an older build, to see a test fail on it)."""
     from mianjing.loader import load
-    from mianjing.site import build
+    from mianjing.site import BuildResult, build
 
+    if os.environ.get("MIANJING_TEST_SITE"):
+        site = Path(os.environ["MIANJING_TEST_SITE"])
+        return site, BuildResult(site, 0.0), load(REPO).kb
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     res = build(REPO, strict=True, site_dir=tmp_path_factory.mktemp("real") / "site")
     return res.site_dir, res, load(REPO).kb
@@ -45,7 +49,7 @@ def browser():
     except ImportError:
         pytest.skip("playwright is not installed (pip install playwright)")
     if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt install chromium, or set MIANJING_CHROMIUM)")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set MIANJING_CHROMIUM)")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b

@@ -49,7 +49,7 @@ IS_ENTRY = textwrap.dedent("""\
       - id: ratio.add-commutes
         verdict: holds
         method: property
-        statement: {zh: "加法交换律成立（$a+b=b+a$）", en: "addition commutes ($a+b=b+a$)"}
+        statement: {zh: "加法交换律成立（$a+b=b+a$），1 加 2 得 3.0", en: "addition commutes ($a+b=b+a$); 1 plus 2 is 3.0"}
       - id: ratio.paper-epsilon
         verdict: holds
         method: citation
@@ -121,3 +121,85 @@ def make_site_repo(tmp: Path) -> Path:
 
 
 __all__ = ["make_site_repo", "entry_yaml"]
+
+
+# --------------------------------------------------------------------------- reading built pages
+
+
+class Node:
+    """An element of a parsed page: tag, attributes, children (Nodes and text strings)."""
+
+    __slots__ = ("tag", "attrs", "children", "parent")
+
+    def __init__(self, tag: str, attrs: dict, parent: "Node | None"):
+        self.tag, self.attrs, self.children, self.parent = tag, attrs, [], parent
+
+    @property
+    def classes(self) -> set[str]:
+        return set((self.attrs.get("class") or "").split())
+
+    def iter(self):
+        yield self
+        for c in self.children:
+            if isinstance(c, Node):
+                yield from c.iter()
+
+    def find_all(self, pred):
+        return [n for n in self.iter() if pred(n)]
+
+    def text(self, skip=lambda n: False) -> str:
+        return "".join(c if isinstance(c, str) else ("" if skip(c) else c.text(skip)) for c in self.children)
+
+    def texts(self, skip=lambda n: False) -> list[str]:
+        """The text under this one in runs: a skipped element (a formula, code) ends a run, inline markup
+        (**D**ecoupled) does not."""
+        runs = [""]
+
+        def walk(n):
+            for c in n.children:
+                if isinstance(c, str):
+                    runs[-1] += c
+                elif skip(c):
+                    runs.append("")
+                else:
+                    walk(c)
+
+        walk(self)
+        return [r for r in runs if r.strip()]
+
+
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+         "mspace", "none", "mprescripts"}
+
+
+def parse(page_html: str) -> Node:
+    """A tolerant tree of a page (the site's own HTML: well nested, void elements unclosed)."""
+    from html.parser import HTMLParser
+
+    root = Node("#root", {}, None)
+
+    class P(HTMLParser):
+        cur = root
+
+        def handle_starttag(self, tag, attrs):
+            node = Node(tag, dict(attrs), self.cur)
+            self.cur.children.append(node)
+            if tag not in _VOID:
+                self.cur = node
+
+        def handle_startendtag(self, tag, attrs):
+            self.cur.children.append(Node(tag, dict(attrs), self.cur))
+
+        def handle_endtag(self, tag):
+            n = self.cur
+            while n is not root and n.tag != tag:
+                n = n.parent
+            if n is not root:
+                self.cur = n.parent
+
+        def handle_data(self, data):
+            self.cur.children.append(data)
+
+    p = P(convert_charrefs=True)
+    p.feed(page_html)
+    return root

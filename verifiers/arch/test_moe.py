@@ -1,9 +1,11 @@
 """MoE routing, balancing, capacity and dropping, and parameter counts from published configs.
 
-Oracles: a Python loop over assignments for the capacity queue; Cauchy-Schwarz for the
-balancing loss; module trees built on the meta device for the parameter arithmetic, anchored to
-the totals the model cards publish. Expert parallelism on gloo is in
-``verifiers/parallel/test_expert_parallel.py``.
+Oracles: a per-token dense MoE written here (softmax, Python sort, renormalised gates, the capacity
+queue counted in a loop, y_t = Σ_k g_k·E_k(x_t)) for the outputs and every gradient, the router's
+included; a Python loop over assignments for the capacity queue; Cauchy-Schwarz for the balancing
+loss; module trees built on the meta device for the parameter arithmetic, anchored to the totals
+the model cards publish. Expert parallelism on gloo is in ``verifiers/parallel/test_expert_parallel.py``
+(checked against ``moe``, which is anchored here).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from impls.arch.params import counts, load_config, numel, skeleton
 from impls.parallel import moe as M
 from impls.parallel.probes import moe_tokens, moe_weights
+from verifiers.errors import max_abs_err, worst
 
 
 # ---------------------------------------------------------------------- parameter counts
@@ -84,6 +87,91 @@ def test_deepseek_v3_total_and_active(deepseek, evidence):
     evidence["breakdown_B"] = {k: v / 1e9 for k, v in deepseek.items()}
 
 
+# ------------------------------------------------------------------------------- the layer itself
+def dense_moe_oracle(x, w_router, w1, w2, k: int, capacity_factor: float, normalize: bool) -> torch.Tensor:
+    """MoE(x) token by token: y_t = Σ_{j<k, kept} g_{t,j} · GeLU(x_t W1_e) W2_e, e the j-th choice of token t.
+
+    Router probabilities from exp / sum written out; the k choices by a Python sort; the gates renormalised
+    over the k when ``normalize``; the capacity queue (every first choice before any second, then token
+    order) counted in a dict. Built from per-token torch ops, so autograd gives every gradient.
+    """
+    tokens, n = x.shape[0], w1.shape[0]
+    cap = math.ceil(capacity_factor * tokens * k / n)
+    logits = x @ w_router.T
+    probs = [torch.exp(logits[t] - logits[t].max()) / torch.exp(logits[t] - logits[t].max()).sum() for t in range(tokens)]
+    choice = [sorted(range(n), key=lambda e, t=t: -float(probs[t][e]))[:k] for t in range(tokens)]
+    filled, kept = {}, set()
+    for j in range(k):
+        for t in range(tokens):
+            e = choice[t][j]
+            if filled.get(e, 0) < cap:
+                kept.add((t, j))
+            filled[e] = filled.get(e, 0) + 1
+    rows = []
+    for t in range(tokens):
+        gates = [probs[t][e] for e in choice[t]]
+        if normalize:
+            total = sum(gates)
+            gates = [g / total for g in gates]
+        y = torch.zeros_like(x[t])
+        for j, e in enumerate(choice[t]):
+            if (t, j) in kept:
+                y = y + gates[j] * (torch.nn.functional.gelu(x[t] @ w1[e]) @ w2[e])
+        rows.append(y)
+    return torch.stack(rows)
+
+
+def _moe_case(seed: int, tokens: int, n: int, h: int = 6, f: int = 10):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, h, generator=gen, dtype=torch.float64)
+    router = torch.randn(n, h, generator=gen, dtype=torch.float64)
+    router[0] += 1.0                                            # one popular expert: the queue overflows
+    w1 = torch.randn(n, h, f, generator=gen, dtype=torch.float64) * h**-0.5
+    w2 = torch.randn(n, f, h, generator=gen, dtype=torch.float64) * f**-0.5
+    g = torch.randn(tokens, h, generator=gen, dtype=torch.float64)
+    return x, router, w1, w2, g
+
+
+def _grads(fn, x, router, w1, w2, g):
+    leaves = [t.clone().requires_grad_(True) for t in (x, router, w1, w2)]
+    y = fn(*leaves)
+    (y * g).sum().backward()
+    return y.detach(), [t.grad for t in leaves]
+
+
+@pytest.mark.claim("moe.gate-weighted-sum")
+@pytest.mark.parametrize("k, normalize", [(1, False), (2, True), (2, False), (3, True)])
+@pytest.mark.parametrize("capacity_factor", [0.75, 4.0])
+def test_moe_equals_per_token_dense_oracle(k, normalize, capacity_factor, evidence):
+    """Outputs and the gradients of x, the router and both expert weights, against the loop above, with and
+    without dropped assignments (13 tokens: capacity is not a divisor)."""
+    x, router, w1, w2, g = _moe_case(seed=k * 10 + normalize, tokens=13, n=6)
+    got, got_g = _grads(lambda *a: M.moe(*a, k=k, capacity_factor=capacity_factor, normalize=normalize)[0],
+                        x, router, w1, w2, g)
+    want, want_g = _grads(lambda *a: dense_moe_oracle(*a, k, capacity_factor, normalize), x, router, w1, w2, g)
+    errs = {name: max_abs_err(a, b) for name, a, b in zip(("x", "router", "w1", "w2"), got_g, want_g)}
+    errs["output"] = max_abs_err(got, want)
+    assert worst(*errs.values()) < 1e-12, errs
+    # the router learns through the gates: its gradient is there, and it is the oracle's
+    assert float(want_g[1].abs().max()) > 1e-3
+    _, info = M.moe(x, router, w1, w2, k=k, capacity_factor=capacity_factor, normalize=normalize)
+    if capacity_factor < 1:
+        assert info["dropped"] > 0
+    evidence[f"k={k} normalize={normalize} cf={capacity_factor}"] = {"dropped": info["dropped"], "max_abs_err": errs}
+
+
+@pytest.mark.claim("moe.gate-weighted-sum")
+def test_a_single_renormalised_gate_is_one(evidence):
+    """k = 1 with renormalisation makes every gate exactly 1: the task loss gives the router no gradient at all
+    (Switch uses the raw probability for k = 1, so that it does)."""
+    x, router, w1, w2, g = _moe_case(seed=3, tokens=13, n=6)
+    _, (_, g_norm, _, _) = _grads(lambda *a: M.moe(*a, k=1, capacity_factor=4.0, normalize=True)[0], x, router, w1, w2, g)
+    _, (_, g_raw, _, _) = _grads(lambda *a: M.moe(*a, k=1, capacity_factor=4.0, normalize=False)[0], x, router, w1, w2, g)
+    assert float(g_norm.abs().max()) < 1e-12            # d(g/g) = 0 up to rounding
+    assert float(g_raw.abs().max()) > 1e-3
+    evidence["router gradient, k=1"] = {"renormalised": float(g_norm.abs().max()), "raw probability": float(g_raw.abs().max())}
+
+
 # ------------------------------------------------------------------------------- balancing
 @pytest.mark.claim("moe.switch-loss-uniform")
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 64])
@@ -96,20 +184,27 @@ def test_switch_loss_is_alpha_when_uniform(n, k, evidence):
     idx = torch.stack([(torch.arange(tokens) + j) % n for j in range(k)], dim=1)   # every expert equally often
     for alpha in (1e-2, 1e-3):
         assert float(M.load_balancing_loss(probs, idx, alpha)) == pytest.approx(alpha, rel=1e-6)
-    evidence[f"N={n},k={k}"] = float(M.load_balancing_loss(probs, idx, 1e-2))
+    # Hugging Face's load_balancing_loss_func normalises f per choice slot instead of over the T·k assignments:
+    # written out here, it gives k·α at uniform routing (2α for Mixtral's top-2)
+    per_slot = torch.stack([torch.nn.functional.one_hot(idx[:, j], n).double().mean(0) for j in range(k)])
+    hf = 1e-2 * n * float((per_slot * probs.double().mean(0)).sum())
+    assert hf == pytest.approx(k * 1e-2, rel=1e-9)
+    evidence[f"N={n},k={k}"] = {"ours (f over T·k)": float(M.load_balancing_loss(probs, idx, 1e-2)), "per-slot f (HF)": hf}
 
 
 @pytest.mark.claim("moe.switch-loss-uniform")
-@given(st.lists(st.floats(0.01, 1.0), min_size=2, max_size=12))
-def test_switch_loss_minimum_when_dispatch_matches_probs(weights):
-    # with f = P the loss is α·N·Σ P_i² >= α (Cauchy-Schwarz), equality only when uniform
-    p = torch.tensor(weights, dtype=torch.float64)
-    p = p / p.sum()
-    n = len(weights)
-    value = n * float((p * p).sum())
-    assert value >= 1 - 1e-12
-    if float(p.max() - p.min()) > 1e-6:
-        assert value > 1
+@given(st.lists(st.integers(1, 9), min_size=2, max_size=12))
+def test_switch_loss_minimum_when_dispatch_matches_probs(counts):
+    """Expert i gets counts[i] of T = Σ counts tokens and every token's router distribution is f itself, so
+    f = P exactly: the loss is α·N·Σ f_i² >= α (Cauchy-Schwarz), with equality only when uniform."""
+    n, tokens, alpha = len(counts), sum(counts), 1e-2
+    f = torch.tensor(counts, dtype=torch.float64) / tokens
+    idx = torch.tensor([e for e, c in enumerate(counts) for _ in range(c)])[:, None]
+    got = float(M.load_balancing_loss(f.expand(tokens, n), idx, alpha))
+    assert got == pytest.approx(alpha * n * sum(c * c for c in counts) / tokens**2, rel=1e-12)
+    assert got >= alpha * (1 - 1e-12)
+    if len(set(counts)) > 1:
+        assert got > alpha * (1 + 1e-9)
 
 
 @pytest.mark.claim("moe.capacity-dropping")
@@ -205,7 +300,7 @@ def test_bias_balances_without_touching_gates(evidence):
     scores = torch.sigmoid(torch.randn(tokens, n, generator=gen, dtype=torch.float64) + skew)
     idx, gates = M.biased_topk(scores, bias, k)
     chosen = scores.gather(1, idx)
-    assert torch.allclose(gates, chosen / chosen.sum(1, keepdim=True))
+    assert torch.allclose(gates, chosen / chosen.sum(1, keepdim=True), rtol=0, atol=1e-15)
     # DeepSeek-V3 keeps a sequence-wise loss; with perfectly even use it equals α
     even = torch.stack([(torch.arange(n) + j) % n for j in range(k)], dim=1)
     flat = torch.full((n, n), 0.5, dtype=torch.float64)

@@ -63,6 +63,12 @@ def test_optimizer_share(evidence):
     assert abs(act - 104.2) < 0.1
     evidence.quote("share with activations (7B, s=4096)", quoted=0.39, measured=with_act, digits=2)
     evidence.quote("share under ZeRO-1 on 8 GPUs", quoted=0.27, measured=z1[8], digits=2)
+    # the same ZeRO-1 device with the activations counted too: 10.5 GB of optimizer in 38.5 + 104.2 GB
+    states_gb = float(_gb("zero1", 7 * 10**9, 8))
+    opt_gb = z1[8] * states_gb
+    assert abs(opt_gb - 10.5) < 1e-9 and abs(states_gb - 38.5) < 1e-9
+    evidence.quote("share under ZeRO-1 on 8 GPUs, activations counted", quoted=0.07, measured=opt_gb / (states_gb + act),
+                   digits=2)
     evidence.update(share_of_model_states=0.75, share_under_zero1=z1,
                     llama7b_activations_gb_s4096_b1=round(act, 1),
                     share_including_activations=round(with_act, 3),

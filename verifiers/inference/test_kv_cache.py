@@ -97,12 +97,23 @@ def test_formula_equals_the_cache_tensors(dtype, device, evidence):
         cfg = K.preset(name)
         model = TinyDecoder(cfg, seed=None, device="meta")
         cache = model.new_cache(2, 4096, dtype)
-        model(torch.zeros(2, 4096, dtype=torch.long, device="meta"), cache, 0)
+        if dtype == "bf16":      # the full-size forward writes into the cache (its shapes fit); once is enough
+            model(torch.zeros(2, 4096, dtype=torch.long, device="meta"), cache, 0)
         assert cache.nbytes() == K.kv_cache_bytes(cfg, 4096, 2, dtype)
         gqa_form = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4096 * 2 * K.DTYPE_BYTES[dtype]
         assert (cache.nbytes() == gqa_form) == (cfg.attention == "gqa")     # the textbook formula, GQA only
         rows[f"{name} seq=4096 batch=2 (meta)"] = cache.nbytes()
     evidence[dtype] = rows
+    if dtype == "bf16":          # MLA: d_c + d_h^R per token and layer, no factor 2, no heads
+        lite = K.preset("deepseek-v2-lite")
+        textbook = 2 * lite.n_layers * lite.n_kv_heads * lite.head_dim * K.DTYPE_BYTES[dtype]
+        real = K.bytes_per_token(lite, dtype)
+        assert real == lite.n_layers * (lite.kv_lora_rank + lite.qk_rope_head_dim) * 2
+        evidence.quote("DeepSeek-V2-Lite KiB per token, real", quoted=30.4, measured=real / 1024, digits=1)
+        evidence.quote("DeepSeek-V2-Lite KiB per token, textbook formula with 16 heads of 192", quoted=324,
+                       measured=textbook / 1024, digits=0)
+        evidence.update(counterexample={"model": "deepseek-v2-lite (MLA)", "textbook_bytes_per_token": textbook,
+                                        "allocated_bytes_per_token": real})
 
 
 def _per_token(name: str, dtype: str = "bf16") -> int:
@@ -156,7 +167,10 @@ def test_llama2_70b_gqa_and_mha(evidence):
     gqa = _per_token("llama-2-70b")
     mha = K.bytes_per_token(K.with_kv_heads(K.preset("llama-2-70b"), 64))
     evidence.quote("KB (KiB) per token, GQA-8", quoted=320, measured=gqa / 1024, digits=0)
-    evidence.quote("GB for 8K tokens", quoted=2.6, measured=gqa * 8192 / GB, rel=0.05)
+    evidence.quote("GB for 8K tokens, the statement's approximate figure", quoted=2.6, measured=gqa * 8192 / GB, rel=0.05)
+    evidence.quote("GB for 8K tokens", quoted=2.68, measured=gqa * 8192 / GB, digits=2)
+    evidence.quote("GB for 8K tokens, one decimal", quoted=2.7, measured=gqa * 8192 / GB, digits=1)
+    evidence.quote("GiB for 8K tokens", quoted=2.5, measured=gqa * 8192 / 2**30, digits=1)
     evidence.quote("MB per token with 64 KV heads", quoted=2.6, measured=mha / MB, digits=1)
     assert mha == 8 * gqa
     evidence.update(bytes_per_token_gqa=gqa, bytes_per_token_mha=mha, gb_8192_tokens=gqa * 8192 / GB,
@@ -183,3 +197,30 @@ def test_parameter_count_matches_published():
     # Llama-3-8B: 8,030,261,248 parameters (Hugging Face model card / safetensors index)
     assert K.parameter_count(K.preset("llama-3-8b")) == 8_030_261_248
     assert K.parameter_count(K.preset("llama-2-7b")) == 6_738_415_616
+
+
+@pytest.mark.claim("kv.tensor-parallel")
+def test_kv_cache_per_gpu_under_tensor_parallelism(evidence):
+    """The oracle is the GQA head mapping itself: rank r owns query heads [r·H/tp, (r+1)·H/tp) and must cache
+    every KV head ⌊h/G⌋ those heads read."""
+    rows = {}
+    for name in ("llama-3.1-70b", "llama-2-7b", "qwen2.5-7b"):
+        cfg = K.preset(name)
+        g = cfg.n_heads // cfg.n_kv_heads
+        for tp in (1, 2, 4, 8, 16, 32, 64):
+            if cfg.n_heads % tp or (cfg.n_kv_heads % tp and tp % cfg.n_kv_heads):
+                continue
+            per = cfg.n_heads // tp
+            needed = max(len({h // g for h in range(r * per, (r + 1) * per)}) for r in range(tp))
+            assert K.kv_heads_per_gpu(cfg, tp) == needed
+            rows[f"{name} tp={tp}"] = needed
+    big = K.preset("llama-3.1-70b")
+    at8, at16 = (K.kv_cache_bytes_per_gpu(big, 32_768, 1, "bf16", tp) for tp in (8, 16))
+    assert at16 == at8 == K.kv_cache_bytes(big, 32_768) / 8                   # no saving past 8 ranks
+    evidence.quote("Llama-3.1-70B per-GPU cache at TP=16 over total/16 (x)", quoted=2,
+                   measured=at16 / (K.kv_cache_bytes(big, 32_768) / 16), digits=0)
+    lite = K.preset("deepseek-v2-lite")
+    assert K.kv_cache_bytes_per_gpu(lite, 4096, 1, "bf16", 8) == K.kv_cache_bytes(lite, 4096)   # MLA: whole latent
+    with pytest.raises(ValueError):
+        K.kv_heads_per_gpu(K.preset("qwen2.5-7b"), 8)                        # 4 KV heads, 28 query heads
+    evidence.update(kv_heads_per_gpu=rows, llama31_70b_32k_gib_per_gpu={"tp=8": at8 / 2**30, "tp=16": at16 / 2**30})

@@ -151,4 +151,28 @@ ALL = [
     prop_tree_unchanged,
 ]
 
+
+ZH = {
+    "doc": """二叉搜索树迭代器类（LeetCode 173）的性质：`impl(root)`，方法 `next()` 和 `hasNext()`。
+
+本题要求：按升序返回所有 key；`hasNext()` 没有副作用；完整遍历的总工作量 O(n)（每次 `next()` 均摊 O(1)）；遍历结束后
+树恢复原样。条目认为合理的设计都能通过：左链栈（O(h) 内存）、在构造函数里展开成列表（O(n) 内存，每次严格 O(1)）、
+以及 Morris 线索化（O(1) 内存）。LeetCode 173 进阶要求的 O(h) 内存是 `prop_lazy_constructor`，不在 `ALL` 里：
+验证器用它区分几种设计，本题不强制。
+
+每个 `prop_*(impl)` 出错时抛出 `AssertionError`，写明 key 的插入顺序（或树）、期望和实际行为。顺序的对照答案是
+`sorted(keys)`；工作量通过在带计数的树副本上统计 `left`/`right` 指针读取次数来衡量，不需要查看迭代器内部
+（在评测中这些读取由评测端提供并计数）。""",
+    "prop_empty_tree": "空树的迭代器什么都没有：`hasNext()` 为 False。",
+    "prop_ascending_order": "迭代到底得到每个 key 恰好一次、升序：`sorted(keys)`。",
+    "prop_has_next_consistency": "`hasNext()` 恰好 n 次为 True，从不推进迭代（连续调用两次结果不变），耗尽后一直为 False。",
+    "prop_amortised_pushes": "完整遍历的总工作量为 O(n)（每次 `next()` 均摊 O(1)）：指针读取不超过 `READS_PER_NODE * n + 8` 次，包括长链。",
+    "prop_tree_unchanged": "完整遍历之后，树的每个指针都和原来一样（Morris 必须撤销线索）。",
+    "BSTIterator": """用显式的左链栈做可控的中序遍历。
+
+不变式：栈中自底向上是下一个节点的那些、下一个节点位于其左子树中的祖先，栈顶是下一个节点本身；
+所以栈的大小不超过 h，且 `hasNext() == bool(stack)`。""",
+    "BSTIterator.next": "返回下一个最小的 key；代价为 1 次出栈 + （其右孩子的左链长度）次入栈。",
+}
+
 __all__ = [p.__name__ for p in ALL] + ["ALL", "prop_lazy_constructor"]

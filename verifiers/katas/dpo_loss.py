@@ -13,6 +13,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from verifiers.katas.budgets import realistic
+
 _lp = st.floats(min_value=-30, max_value=0, allow_nan=False)
 
 
@@ -79,4 +81,49 @@ def prop_reference_shift_invariance(impl) -> None:
     check()
 
 
-PROPERTIES = [prop_matches_formula, prop_gradient, prop_reference_shift_invariance]
+def prop_large_margins_in_fp32(impl) -> None:
+    """fp32 sequence log-probs of real responses (sums over hundreds of tokens: the reference's -2000 to -50)
+    and margins up to +-1000 (a policy far from its reference): the loss is finite and equals softplus(-margin)
+    in fp64, its gradient is the hand-derived one. -log(sigmoid(m)) overflows: sigmoid(-200) is 0 in fp32,
+    sigmoid(-1000) in fp64. Tolerances are those of fp32 differences of log-probs of that size."""
+
+    @realistic(20)
+    @given(st.integers(1, 64), st.sampled_from([0.1, 0.5, 1.0]), st.integers(0, 2**31 - 1))
+    def check(B, beta, seed):
+        gen = torch.Generator().manual_seed(seed)
+        rw = -50 - torch.rand(B, generator=gen) * 1950
+        rl = -50 - torch.rand(B, generator=gen) * 1950
+        drift = (torch.rand(B, generator=gen) * 2 - 1) * (1000 / beta)  # margin = beta * drift up to +-1000
+        pw = (rw + drift / 2).clamp(max=-1.0)
+        pl = (rl - drift / 2).clamp(max=-1.0)
+        pw[0], pl[0] = rw[0] - 1000 / beta, rl[0]  # at least one pair at margin -1000
+        tw, tl = pw.clone().requires_grad_(True), pl.clone().requires_grad_(True)
+        loss = impl(tw, tl, rw, rl, beta)
+        gw, gl = torch.autograd.grad(loss, [tw, tl])
+        m = beta * ((pw.double() - rw.double()) - (pl.double() - rl.double()))
+        want = float(torch.nn.functional.softplus(-m).mean())
+        w = beta * torch.sigmoid(-m) / B
+        where = f"B={B}, beta={beta}, fp32 sequence log-probs, margins {float(m.min()):.0f}..{float(m.max()):.0f} (seed {seed})"
+        got = float(loss.detach())
+        assert math.isfinite(got) and abs(got - want) <= 1e-3 + 1e-4 * abs(want), (
+            f"{where}: expected loss {want}, got {got}")
+        err = max(float((gw.double() + w).abs().max()), float((gl.double() - w).abs().max()))
+        assert err <= 2e-3 * beta / B, (
+            f"{where}: gradients differ from -+beta*sigmoid(-m)/B by up to {err:.3g}")
+
+    check()
+
+
+PROPERTIES = [prop_matches_formula, prop_gradient, prop_reference_shift_invariance, prop_large_margins_in_fp32]
+
+ZH = {
+    "doc": """`dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta)` 的性质：
+返回批次上 -log sigmoid(beta*(log pi_w - log ref_w) - beta*(log pi_l - log ref_l)) 的均值。
+
+对照答案：fp64 下用 math.log1p 写的公式，以及手推的梯度 d loss / d log pi_w = -beta * sigmoid(-margin) / B。""",
+    "prop_matches_formula": "loss 等于上述公式。",
+    "prop_gradient": "梯度等于手推结果：d loss/d log pi_w = -beta*sigmoid(-m)/B，d loss/d log pi_l = +beta*sigmoid(-m)/B。",
+    "prop_reference_shift_invariance": "给同一个回答的策略对数概率和参考对数概率加上同一个常数，loss 不变。",
+    "prop_large_margins_in_fp32": "真实回答的 fp32 序列对数概率（几百个 token 之和：参考模型的 -2000 到 -50），以及最大 +-1000 的 margin（策略远离参考）：loss 有限，等于 fp64 的 softplus(-margin)，梯度等于手推的梯度。-log(sigmoid(m)) 会溢出：fp32 下 sigmoid(-200) 为 0，fp64 下 sigmoid(-1000) 为 0。容差按这种量级的 fp32 对数概率之差确定。",
+    "dpo_loss": "批次上的平均 DPO loss：-log sigmoid(r_w - r_l)。\n\n输入是 `[B]` 的序列对数概率（每个回答的 token 对数概率之和）。",
+}

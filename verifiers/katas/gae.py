@@ -192,3 +192,25 @@ def prop_observation_tokens_skipped(impl) -> None:
 
 ALL = [prop_matches_double_sum, prop_padding_ignored, prop_lambda_zero_is_td, prop_lambda_one_is_mc,
        prop_observation_tokens_skipped]
+
+ZH = {
+    "doc": r"""`gae(rewards, values, mask, gamma, lam) -> (advantages, returns)` 的性质。
+
+输入是 `[B, T]` 的批次；mask 为 1 表示策略生成的 token（0 表示 padding，或多轮回答中的工具/观察 token）；
+每一行是一个 episode，最后一个回答 token 之后的价值为 0。被 mask 掉的 token 会被跳过：价值与优势跨过它们继续传递
+（verl 的约定），相当于在删掉这些 token 的行上做 GAE。对照答案：在压缩后长度为 L 的行上，用普通 Python 浮点数写出的
+双重求和闭式解，
+A_t = sum_{k=t}^{L-1} (gamma*lam)^(k-t) * delta_k,  delta_k = r_k + gamma * V_{k+1} * [k+1 < L] - V_k，
+returns = A + V；被 mask 的位置为 0。""",
+    "prop_matches_double_sum": "优势和回报等于显式的双重求和；padding 位置为 0。",
+    "prop_padding_ignored": "padding 位置里放什么（这里是极大的数）都不改变任何输出。",
+    "prop_lambda_zero_is_td": "lam = 0：A_t = delta_t = r_t + gamma V_{t+1} - V_t（最后一个 token 之后的 V 为 0）。",
+    "prop_lambda_one_is_mc": "lam = 1：A_t = G_t - V_t，G_t 为折扣后的未来回报之和。",
+    "prop_observation_tokens_skipped": "行内被 mask 的 token（工具/观察 token）是被跳过，而不是 episode 结束：价值和优势跨过它们传递，结果等于删掉这些 token 后的 GAE。",
+    "gae": r"""未做白化的 GAE 优势与回报，都是 `[B, T]`，精度不低于 fp32；被 mask 的 token 处为 0。
+
+沿 t 反向计算，c_t = 1 - done_t，携带量 V̄、Ā（行尾之后为 0）：回答 token 令
+Â_t = r_t + gamma c_t V̄ - V_t + gamma lam c_t Ā，然后 V̄ <- V_t、Ā <- Â_t；被 mask 的 token 只把携带量乘以 c_t
+（跳过：价值与优势跨过它继续传递，与 verl 相同）。R̂_t = Â_t + V_t。
+`dones`（可选，`[B, T]`）：在 t 之后 episode 结束处非零；默认每行一个 episode。""",
+}

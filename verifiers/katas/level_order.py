@@ -13,6 +13,7 @@ from impls.coding.trees import TreeNode, chain, nodes_with_paths, snapshot
 from verifiers.coding.strategies import binary_trees, describe, oracle_depths, oracle_levels
 
 DEEP = 5000  # deeper than the default recursion limit (1000)
+RECURSION_LIMIT = 1000  # the judge keeps Python's limit here: sys.setrecursionlimit changes nothing in this kata
 
 
 def prop_none_root(impl) -> None:
@@ -73,7 +74,8 @@ def prop_does_not_modify_tree(impl) -> None:
 
 def prop_deep_chain(impl) -> None:
     """A degenerate chain deeper than the default recursion limit is handled:
-    ``DEEP`` levels of one node each (fails a recursive DFS with the default limit)."""
+    ``DEEP`` levels of one node each (fails a recursive DFS, also one that raises the recursion limit:
+    the judge keeps it at ``RECURSION_LIMIT``)."""
     for shape in ("left", "right", "zigzag"):
         root = chain(DEEP, shape)
         try:
@@ -91,5 +93,22 @@ def prop_deep_chain(impl) -> None:
 
 
 ALL = [prop_none_root, prop_levels_match_oracle, prop_depth_of_every_node, prop_does_not_modify_tree, prop_deep_chain]
+
+
+ZH = {
+    "doc": """`level_order_with_depth(root) -> list[list[int]]`（LeetCode 102）的性质。
+
+每个 `prop_*(impl)` 接收被测函数，出错时抛出 `AssertionError`，写明树（LeetCode 的层序列表）、期望值和返回值。
+对照答案不使用队列：给每个节点标上从根出发的路径，再排序。""",
+    "prop_none_root": "空树没有层：`impl(None) == []`。",
+    "prop_levels_match_oracle": "对任何形状的树，`result[d]` 都是深度 d 上从左到右的值。",
+    "prop_depth_of_every_node": "值互不相同时，每个值所在列表的下标就是该节点的深度（深度由沿父指针走到根求得）。",
+    "prop_does_not_modify_tree": "遍历不改变任何指针。",
+    "prop_deep_chain": "比默认递归上限更深的退化链也能处理：`DEEP` 层、每层一个节点（递归 DFS 会失败，调高递归上限也一样：评测把上限保持在 `RECURSION_LIMIT`）。",
+    "level_order_with_depth": """按层 BFS：`result[d] = [深度 d 上的值，从左到右]`。
+
+每一轮外层循环开始时，队列里恰好是一层的节点，所以出队 `len(queue)` 次正好取完这一层。
+`stats`（可选）记录 `enqueues`、`dequeues` 和 `max_queue`。""",
+}
 
 __all__ = [p.__name__ for p in ALL] + ["ALL"]

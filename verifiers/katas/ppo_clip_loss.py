@@ -18,6 +18,8 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from verifiers.katas.budgets import realistic
+
 _lp = st.floats(min_value=-3.0, max_value=-0.05, allow_nan=False)
 _shift = st.floats(min_value=-0.6, max_value=0.6, allow_nan=False)
 _adv = st.floats(min_value=-3, max_value=3, allow_nan=False, allow_subnormal=False)
@@ -199,4 +201,71 @@ def prop_dual_clip(impl) -> None:
     check()
 
 
-ALL = [prop_matches_formula, prop_gradient_matches_hand_derived, prop_mask_respected, prop_dual_clip]
+def prop_fp32_rollouts_with_rare_tokens(impl) -> None:
+    """fp32 log-probs of rollout length (T up to 1024) where a share of the sampled tokens are rare
+    (log-prob -90 to -120, as tokens sampled at high temperature are under the trained policy): the loss and
+    its gradient match the fp64 formula. The ratio must come from the log difference: exp(logp)/exp(logp_old)
+    underflows to 0/0 in fp32 below about -88."""
+
+    @realistic(20)
+    @given(st.integers(1, 4), st.integers(64, 1024), _eps, st.integers(0, 2**31 - 1))
+    def check(B, T, eps, seed):
+        gen = torch.Generator().manual_seed(seed)
+        old = -torch.rand(B, T, generator=gen) * 3 - 0.01
+        rare = torch.rand(B, T, generator=gen) < 0.2
+        old = torch.where(rare, -90 - torch.rand(B, T, generator=gen) * 30, old)
+        new = old + (torch.randn(B, T, generator=gen) * 0.3).clamp(-1.5, 1.5)
+        adv = torch.randn(B, 1, generator=gen).expand(B, T).contiguous()  # one advantage per sequence
+        lengths = torch.randint(1, T + 1, (B,), generator=gen).tolist()
+        mask = _mask(lengths, T).float()
+        n = sum(lengths)
+        r = torch.exp(new.double() - old.double())
+        a = adv.double()
+        edge = bool((((r - (1 - eps)).abs() < 1e-5) | ((r - (1 + eps)).abs() < 1e-5))[mask > 0].any())
+        assume(not edge)
+        clipped = (a > 0) & (r > 1 + eps) | (a < 0) & (r < 1 - eps)
+        m = mask.double()
+        want_loss = float(-(torch.minimum(r * a, r.clamp(1 - eps, 1 + eps) * a) * m).sum() / n)
+        want_grad = torch.where(clipped, 0.0, -r * a / n) * m
+        logp = new.clone().requires_grad_(True)
+        loss = _loss_of(impl(logp, old, adv, mask, clip_low=eps))
+        (g,) = torch.autograd.grad(loss, logp)
+        where = (f"B={B}, T={T}, lengths={lengths}, clip={eps}, fp32, {int(rare.sum())} rare tokens "
+                 f"(log-prob -90..-120), seed={seed}")
+        got = float(loss.detach())
+        if not (math.isfinite(got) and math.isclose(got, want_loss, rel_tol=1e-4, abs_tol=1e-6)):
+            raise AssertionError(f"loss wrong\n  inputs: {where}\n  expected: {want_loss}\n  got: {got}")
+        err = float((g.double() - want_grad).abs().max())
+        scale = float(want_grad.abs().max()) or 1.0
+        if not err <= 1e-3 * scale + 1e-9:
+            raise AssertionError(f"gradient wrong\n  inputs: {where}\n  largest error {err:.3g} "
+                                 f"(largest expected |d loss/d logp| {scale:.3g})")
+
+    check()
+
+
+ALL = [prop_matches_formula, prop_gradient_matches_hand_derived, prop_mask_respected, prop_dual_clip,
+       prop_fp32_rollouts_with_rare_tokens]
+
+ZH = {
+    "doc": r"""`ppo_clip_loss(logp, logp_old, advantages, mask, clip_low=0.2, clip_high=None, dual_clip=None,
+agg="token-mean") -> (loss, stats)` 的性质（只返回 loss 也可以）。
+
+对照答案（普通 Python 浮点数）：r_t = exp(logp_t - logp_old_t)，
+loss = -sum_t m_t * min(r_t A_t, clip(r_t, 1-eps_low, 1+eps_high) A_t) / sum_t m_t，以及手推的梯度
+d loss / d logp_t = -(m_t / sum m) * r_t * A_t（未裁剪分支生效时），裁剪分支生效时为 0
+（A>0 且 r>1+eps_high，或 A<0 且 r<1-eps_low）。
+Dual clip（`dual_clip=c`，c > 1）只作用于负优势：A < 0 处目标变为 max(min(r A, clip(r) A), c A)
+（loss 上限为 -c A，r > c 后梯度为 0）；A > 0 处不变。""",
+    "prop_matches_formula": "loss 等于回答 token 上 min(rA, clip(r)A) 的均值取负。",
+    "prop_gradient_matches_hand_derived": "loss 对 logp 的自动求导梯度：未裁剪的 token 上为 -(m/n) r A，被裁剪的 token 上为 0。",
+    "prop_mask_respected": "padding 位置里的垃圾值（极大的对数比、极大的优势）既不改变 loss，也不改变梯度。",
+    "prop_dual_clip": "设 `dual_clip=c` 时，负优势 token 的 loss 上限为 -c A（r > c 后梯度为 0）；正优势 token 保持普通的裁剪 loss 和梯度。",
+    "prop_fp32_rollouts_with_rare_tokens": "rollout 长度（T 最多 1024）的 fp32 对数概率，其中一部分采样到的 token 很罕见（对数概率 -90 到 -120，就像高温采样的 token 在被训练策略下那样）：loss 和梯度与 fp64 公式一致。比值必须由对数差得到：fp32 下 exp(logp)/exp(logp_old) 在约 -88 以下会下溢成 0/0。",
+    "ppo_clip_loss": r"""PPO 裁剪策略损失 -agg_t w_t min(r_t A_t, clip(r_t) A_t)，r_t = exp(log pi - log pi_old)。
+
+`logp_old` 和 `advantages` 视为常数（detach）。比值用 fp32 计算（fp64 保持 fp64）。`agg`/`norm_constant`：
+见 `impls/rl/aggregation.py`。`is_weights`（可选 `[B, T]`，detach）：rollout 与训练不一致的校正权重 w_t。
+返回 `(loss, stats)`；stats（Python 浮点数，按 mask 求均值）：`clip_frac`（裁剪分支生效、梯度被去掉的 token 比例）、
+`approx_kl`（旧样本上 KL(pi_old || pi) 的 k3 估计 (r-1)-log r）、`ratio_mean`/`ratio_min`/`ratio_max`、`dual_clip_frac`。""",
+}

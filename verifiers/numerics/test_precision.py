@@ -1,12 +1,13 @@
 """FP32 / FP16 / BF16 / FP8 as torch implements them; loss scaling; master weights; what mixed precision saves.
 
 Oracles: bit patterns read back from torch tensors (field widths), IEEE arithmetic in Python floats for
-rounding errors, an integer round-to-nearest-even formula for BF16 conversion, fp32 autograd as the
-reference gradient, and tensors counted byte by byte for memory.
+rounding errors, torch's own BF16 conversion on every tie and carry, torch.amp.GradScaler on every overflow
+pattern, fp32 autograd as the reference gradient, fp64 dot products, and tensors counted byte by byte.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -91,7 +92,12 @@ def test_fp16_gradients_underflow_loss_scaling_recovers_them(evidence):
     for _ in range(10):
         out = dyn.unscale([_grads(torch.float16, dyn.scale)])
         steps.append("skip" if out is None else "ok")
-    assert steps[0] == "skip" and steps[-1] == "ok" and dyn.skipped >= 1
+    # the sequence the text describes: five overflows halve 2^44 to 2^39, three clean steps double it to 2^40,
+    # which overflows once more and backs off to 2^39
+    assert steps == ["skip"] * 5 + ["ok"] * 3 + ["skip", "ok"] and dyn.skipped == 6 and dyn.scale == 2.0 ** 39
+    # FP16's flush-to-zero threshold: half the smallest subnormal 2^-24, below which round-to-nearest gives 0
+    tiny16 = torch.tensor([2.0 ** -25, 2.0 ** -25 * (1 + 2 ** -20), 2.9e-8, 3.1e-8, 4e-8], dtype=torch.float32).half()
+    assert tiny16.tolist() == [0.0, 2.0 ** -24, 0.0, 2.0 ** -24, 2.0 ** -24]
     evidence.update(fp16_zero_fraction=1.0, bf16_zero_fraction=float((gbf == 0).float().mean()),
                     static_scale=2 ** 16, static_max_rel_error=rel, dynamic_steps=steps,
                     dynamic_final_scale=dyn.scale, dynamic_skipped=dyn.skipped)
@@ -196,3 +202,89 @@ def test_mixed_precision_adam_holds_as_much_as_fp32_adam(evidence):
     evidence.update(model_state_bytes_per_param={"fp32 Adam": fp32, "mixed-precision Adam": mixed},
                     saved_activation_bytes=act,
                     counterexample={"fp32_adam_bytes_per_param": fp32, "mixed_adam_bytes_per_param": mixed})
+
+
+def _grad_scaler_trajectory(pattern, init, interval):
+    """torch.amp.GradScaler itself (the production state machine) on a parameter whose gradient is finite or
+    inf as ``pattern`` says: the scale after each step and whether the optimizer step ran."""
+    p = torch.nn.Parameter(torch.zeros(2))
+    opt = torch.optim.SGD([p], lr=1.0)
+    sc = torch.amp.GradScaler("cpu", init_scale=init, growth_interval=interval)
+    out = []
+    for finite in pattern:
+        opt.zero_grad()
+        before = p.detach().clone()
+        sc.scale((p * torch.tensor([1.0, 1.0 if finite else float("inf")])).sum()).backward()
+        sc.step(opt)
+        sc.update()
+        out.append((sc.get_scale(), not torch.equal(before, p.detach())))
+    return out
+
+
+@pytest.mark.claim("mp.loss-scaling")
+def test_dynamic_scaler_is_gradscaler_on_every_overflow_pattern(evidence):
+    """Every sequence of 8 clean / overflowing steps, against torch.amp.GradScaler: the same scale after every
+    step and the same skipped steps. An overflow must restart the count of clean steps."""
+    init, interval, n = 2.0 ** 10, 3, 8
+    for pattern in itertools.product([True, False], repeat=n):
+        ours = F.LossScaler(init, dynamic=True, growth_interval=interval)
+        mine = []
+        for finite in pattern:
+            g = torch.tensor([1.0, 1.0 if finite else float("inf")]) * ours.scale
+            out = ours.unscale([g])
+            if out is not None:
+                assert torch.equal(out[0], torch.tensor([1.0, 1.0]))         # unscaled exactly, in fp32
+            mine.append((ours.scale, out is not None))
+        assert mine == _grad_scaler_trajectory(pattern, init, interval), pattern
+    static = F.LossScaler(2.0 ** 16, dynamic=False)
+    assert static.unscale([torch.tensor([float("nan")])]) is None and static.scale == 2.0 ** 16
+    assert torch.equal(static.unscale([torch.tensor([3 * 2.0 ** 14], dtype=torch.float16)])[0], torch.tensor([0.75]))
+    evidence.update(patterns_compared=2 ** n, growth_interval=interval, reference="torch.amp.GradScaler('cpu')")
+
+
+@pytest.mark.claim("mp.truncation")
+def test_round_to_nearest_even_formula_on_every_tie_and_carry(evidence):
+    """Every one of the 65,536 high halves (all signs, exponents, kept mantissas, ±0, ±inf, NaNs) with the low
+    halves that decide rounding: 0, just below, at and just above the tie, and all ones (carry into the
+    exponent, overflow to inf). The formula must equal torch's own conversion bit for bit (NaN as NaN)."""
+    hi = torch.arange(65536, dtype=torch.int64)
+    lows = torch.tensor([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=torch.int64)
+    bits = (hi[:, None] << 16 | lows[None, :]).flatten()
+    x = (bits - (bits >> 31 << 32)).to(torch.int32).view(torch.float32)
+    ours = F.bf16_round_bits(x).to(torch.int64) & 0xFFFF
+    theirs = x.to(torch.bfloat16).view(torch.int16).to(torch.int64) & 0xFFFF
+    nan = torch.isnan(x)
+    ours_nan = ((ours & 0x7F80) == 0x7F80) & ((ours & 0x7F) != 0)
+    assert bool((ours_nan == nan).all())                                      # NaN stays NaN, never inf
+    assert torch.equal(ours[~nan], theirs[~nan])
+    ties = (bits & 0xFFFF) == 0x8000
+    assert bool(((ours[ties & ~nan] & 1) == 0).all())                        # a tie always lands on even
+    evidence.update(values_checked=int(bits.numel()), ties=int(ties.sum()), nans=int(nan.sum()))
+
+
+@pytest.mark.claim("mp.fp32-accumulation")
+def test_fp16_products_need_an_fp32_accumulator(evidence):
+    ones = F.running_sum(torch.ones(4096), torch.float16)
+    evidence.quote("4096 ones summed in an FP16 accumulator", quoted=2048, measured=float(ones), digits=0)
+    assert float(ones) == 2048 and float(F.running_sum(torch.ones(4096), torch.float32)) == 4096
+    spacing = float(torch.tensor(2049.0).half()) - 2048                       # 2049 rounds to even: 2048
+    assert spacing == 0 and float(torch.tensor(2050.0).half()) == 2050
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(64, 4096, generator=g).half() for _ in range(2))
+    prod = x.float() * y.float()                                              # fp16 x fp16 is exact in fp32
+    ref = (x.double() * y.double()).sum(-1)
+    err16 = (F.running_sum(prod, torch.float16).double() - ref).abs().median().item()
+    err32 = (F.running_sum(prod, torch.float32).half().double() - ref).abs().median().item()
+    assert math.isfinite(err16) and math.isfinite(err32) and err16 > 10 * err32
+    evidence.quote("median error of a 4096-long FP16 dot product, FP16 over FP32 accumulation (x)", quoted=38,
+                   measured=err16 / err32, digits=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):                        # what CPU autocast keeps in fp32
+        a = torch.randn(8, 8, generator=g)
+        logits = a @ a
+        kept = {"matmul": logits.dtype, "cross_entropy": nn.functional.cross_entropy(logits, torch.arange(8)).dtype,
+                "mse_loss": nn.functional.mse_loss(logits, logits.detach()).dtype}
+    assert kept == {"matmul": torch.bfloat16, "cross_entropy": torch.float32, "mse_loss": torch.float32}
+    evidence.update(median_abs_error={"fp16 accumulator": err16, "fp32 accumulator, result in fp16": err32},
+                    cpu_autocast_bf16_dtypes={k_: str(v) for k_, v in kept.items()},
+                    median_abs_dot=ref.abs().median().item(),
+                    counterexample={"sum of 4096 ones, fp16 accumulator": float(ones)})

@@ -1,11 +1,14 @@
 """INT8/INT4 quantization: memory, error bounds, outliers, GPTQ and AWQ against round-to-nearest, FP8, speed.
 
-Oracles: bytes of the packed tensors; the rounding bound |W − Ŵ| <= s/2 as a hypothesis property; fp32
-matmuls as the reference output; hand-built matrices as counterexamples; the roofline model (FLOPs and
-bytes counted matrix by matrix) with datasheet peaks for speed.
+Oracles: bytes of the packed tensors and every int4 code and byte; the rounding bound |W − Ŵ| <= s/2 as a
+hypothesis property (ragged widths); fp32 matmuls as the reference output; each FP8 format's own extreme
+values; an OBS reference for GPTQ that inverts the remaining Hessian at every column; hand-built matrices as
+counterexamples; the roofline model (FLOPs and bytes counted matrix by matrix) with datasheet peaks for speed.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import torch
@@ -23,6 +26,16 @@ def test_int4_saves_seven_eighths_of_fp32(evidence):
     codes = Q.quantize(w, 4, granularity="group", group_size=128).q
     packed = Q.pack_int4(codes)
     assert torch.equal(Q.unpack_int4(packed), codes)
+    # symmetric absmax never produces -8, so round-trip every pair of the 16 codes (low and high nibble)
+    # and unpack every one of the 256 bytes against two's-complement sign extension written out here
+    every = torch.tensor(list(itertools.product(range(-8, 8), repeat=2)), dtype=torch.int8).reshape(1, -1)
+    assert torch.equal(Q.unpack_int4(Q.pack_int4(every)), every)
+    byte = torch.arange(256, dtype=torch.int64)
+    nibbles = torch.stack([byte & 0xF, byte >> 4], -1)
+    want = torch.where(nibbles >= 8, nibbles - 16, nibbles).reshape(1, -1)
+    assert torch.equal(Q.unpack_int4(byte.to(torch.uint8).reshape(1, -1)).to(torch.int64), want)
+    with pytest.raises(ValueError):
+        Q.pack_int4(torch.zeros(2, 3, dtype=torch.int8))                   # an odd number of codes per row
     fp32_bytes = w.numel() * w.element_size()
     int4_bytes = packed.numel() * packed.element_size()
     saving = 1 - int4_bytes / fp32_bytes
@@ -45,13 +58,17 @@ def test_int4_saves_seven_eighths_of_fp32(evidence):
 @st.composite
 def quant_cases(draw):
     rows, groups, gs = draw(st.integers(1, 6)), draw(st.integers(1, 4)), draw(st.sampled_from([4, 8, 16]))
+    granularity = draw(st.sampled_from(["tensor", "channel", "group"]))
+    cols = groups * gs if granularity == "group" else draw(st.integers(1, 37))     # ragged unless grouped
     seed = draw(st.integers(0, 10_000))
     spread = draw(st.floats(1e-3, 1e3))
-    w = torch.randn(rows, groups * gs, generator=torch.Generator().manual_seed(seed), dtype=torch.float32) * spread
+    w = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed), dtype=torch.float32) * spread
     if draw(st.booleans()):
         w[0, 0] = draw(st.floats(-1e4, 1e4))                    # an outlier
-    return w, dict(bits=draw(st.integers(2, 8)), symmetric=draw(st.booleans()),
-                   granularity=draw(st.sampled_from(["tensor", "channel", "group"])), group_size=gs)
+    if draw(st.booleans()):
+        w = w.abs() + spread                                    # one-signed: the zero point leaves the range
+    return w, dict(bits=draw(st.integers(2, 8)), symmetric=draw(st.booleans()), granularity=granularity,
+                   group_size=gs)
 
 
 @pytest.mark.claim("qt.rtn-error-bound", "qt.absmax-per-channel")
@@ -64,6 +81,8 @@ def test_round_to_nearest_error_is_at_most_half_a_step(case):
     if kw["symmetric"]:
         qmax = 2 ** (qt.bits - 1) - 1
         assert int(qt.q.abs().max()) <= qmax
+    else:
+        assert 0 <= int(qt.q.min()) and int(qt.q.max()) <= 2 ** qt.bits - 1
 
 
 @pytest.mark.claim("qt.absmax-per-channel")
@@ -71,7 +90,21 @@ def test_absmax_scale_and_when_per_channel_wins(evidence):
     w = torch.tensor([[0.5, -2.54, 1.0], [0.01, 0.02, -0.03]])
     scale = Q.quantize(w, 8, granularity="tensor").scale
     evidence.quote("INT8 absmax divisor", quoted=127, measured=float(w.abs().max() / scale[0, 0]), abs=1e-4)
-    assert torch.allclose(scale, torch.full_like(w, 2.54 / 127))
+    assert torch.allclose(scale, torch.full_like(w, 2.54 / 127), rtol=1e-6, atol=0)
+    # which elements share a scale: per channel = per output row, per group = consecutive input columns
+    r = torch.randn(5, 12, generator=torch.Generator().manual_seed(7))
+    assert torch.allclose(Q.quantize(r, 8, granularity="channel").scale, (r.abs().amax(1, keepdim=True) / 127).expand(5, 12),
+                          rtol=1e-6, atol=0)
+    grouped = r.abs().reshape(5, 3, 4).amax(-1, keepdim=True).expand(5, 3, 4).reshape(5, 12) / 7
+    assert torch.allclose(Q.quantize(r, 4, granularity="group", group_size=4).scale, grouped, rtol=1e-6, atol=0)
+    # asymmetric: a constant row (zero-width range) must still come back exactly, and 0 is always exact
+    const = torch.tensor([[2.5] * 3, [100.0] * 3, [-7.0] * 3])
+    for bits in (4, 8):
+        back = Q.quantize(const, bits, symmetric=False, granularity="channel").dequantize()
+        assert torch.allclose(back, const, rtol=1e-6, atol=0), bits
+    # the range is [min(W, 0), max(W, 0)]: a one-signed 2-bit group [1, 1.5, 2, 3] gets s = 1, z = 0
+    one_signed = Q.quantize(torch.tensor([[1.0, 1.5, 2.0, 3.0]]), 2, symmetric=False)
+    assert one_signed.dequantize().tolist() == [[1.0, 2.0, 2.0, 3.0]] and float(one_signed.zero[0, 0]) == 0
     wins = 0
     for seed in range(20):
         g = torch.Generator().manual_seed(seed)
@@ -130,6 +163,39 @@ def test_gptq_beats_round_to_nearest(evidence):
         rows[name] = {"rtn": Q.output_error(x_test, w, rtn), "gptq": Q.output_error(x_test, w, gq)}
         assert rows[name]["gptq"] < rows[name]["rtn"] / 2             # held-out inputs, same distribution
     evidence.update(output_mse_int4=rows)
+
+
+def _obs_reference(w, x, bits, group_size=None, percdamp=0.01):
+    """Frantar et al. Eqs. (2)-(3), column by column in natural order: quantize column q, then move the rest
+    by δ_F = −(w_q − quant(w_q)) / [H_F⁻¹]_qq · (H_F⁻¹)_{:,q}, with H_F⁻¹ the inverse Hessian of the columns not
+    yet quantized, inverted afresh at every step (no Cholesky factor, no lazy blocks)."""
+    w = w.double().clone()
+    h = 2 * x.double().T @ x.double()
+    h += percdamp * torch.diag(h).mean() * torch.eye(h.shape[0], dtype=torch.float64)
+    qmax = 2 ** (bits - 1) - 1
+    out = torch.zeros_like(w)
+    scale = (w.abs().amax(1) / qmax)
+    for i in range(w.shape[1]):
+        if group_size and i % group_size == 0:
+            scale = w[:, i:i + group_size].abs().amax(1) / qmax
+        hinv = torch.linalg.inv(h[i:, i:])
+        out[:, i] = torch.round(w[:, i] / scale).clamp(-qmax, qmax) * scale
+        err = (w[:, i] - out[:, i]) / hinv[0, 0]
+        w[:, i:] -= err[:, None] * hinv[0][None, :]
+    return out
+
+
+@pytest.mark.claim("qt.gptq")
+@pytest.mark.parametrize("group_size, block_size", [(None, 16), (8, 16), (None, 7)])
+def test_gptq_is_obs_column_by_column(group_size, block_size):
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(12, 40, generator=g, dtype=torch.float64)                # 40 columns: ragged blocks
+    x = torch.randn(200, 40, generator=g, dtype=torch.float64) @ torch.randn(40, 40, generator=g, dtype=torch.float64)
+    if block_size % (group_size or 1):
+        pytest.skip("blocks must hold whole groups")
+    got = Q.gptq_quantize(w, x, 4, group_size=group_size, block_size=block_size)
+    want = _obs_reference(w, x, 4, group_size)
+    assert torch.allclose(got, want, atol=1e-7, rtol=0)            # a changed rounding would be a whole step
 
 
 @pytest.mark.claim("qt.awq")
@@ -196,6 +262,22 @@ def test_fp8_ranges_and_precision(evidence):
     evidence.quote("scaling tile, columns (also the edge of V3's weight blocks)", quoted=128,
                    measured=int(cols.max() - cols.min()) + 1, digits=0)
     assert cases["e4m3 per 1x128 block"]["zero_fraction"] == 0.0
+    # the scale maps absmax onto the format's own largest value: a tensor whose absmax is that value times a
+    # power of two, holding the format's smallest normal and subnormal at the same factor, round-trips exactly
+    # (scaling E5M2 to 448 instead of 57344 would push those two below its range)
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        fi = torch.finfo(dtype)
+        grid = torch.tensor([fi.max, -fi.max, fi.smallest_normal, fi.smallest_normal * fi.eps,   # smallest subnormal
+                             1.0, -0.5, 0.0]) * 2.0 ** -20
+        assert torch.equal(Q.fp8_roundtrip(grid, dtype), grid), dtype
+    # blocks run along the last dimension of each row, the last one shorter when it does not divide
+    ragged = grads[:6, :100].clone()
+    ragged[2, 97] = 1e3                                           # only row 2's last block (columns 64..99) rescales
+    out = Q.fp8_roundtrip(ragged, torch.float8_e4m3fn, 64)
+    for r in range(6):
+        for c0, c1 in ((0, 64), (64, 100)):
+            want = Q.fp8_roundtrip(ragged[r, c0:c1], torch.float8_e4m3fn)        # that block alone, one scale
+            assert torch.equal(out[r, c0:c1], want), (r, c0)
     assert cases["e4m3 per 1x128 block"]["median_rel_error"] < cases["e5m2 per tensor"]["median_rel_error"]
     evidence.update(max={"e4m3": float(e4.max), "e5m2": float(e5.max)}, max_rel_error=rel,
                     smallest_subnormal={"e4m3": 2.0 ** -9, "e5m2": 2.0 ** -16}, gradients_by_scaling=cases,
@@ -241,12 +323,65 @@ def test_weight_only_vs_w8a8(evidence):
         bf16 = R.step_cost(cfg, **kw)
         w8a16 = R.step_cost(cfg, weight_bytes=1, **kw)
         w8a8 = R.step_cost(cfg, weight_bytes=1, act_bytes=1, **kw)
-        t_w8a8 = max(w8a8.flops / gpu.peak_int8, w8a8.bytes / gpu.bandwidth)   # INT8 tensor cores
-        rows[name] = {"bf16_ms": bf16.time(gpu) * 1e3, "w8a16_ms": w8a16.time(gpu) * 1e3, "w8a8_ms": t_w8a8 * 1e3}
+        # the linear layers on INT8 tensor cores; attention (QKᵀ, PV) stays 16-bit, as in SmoothQuant-style W8A8
+        compute = w8a8.linear_flops / gpu.peak_int8 + w8a8.attention_flops / gpu.peak_flops
+        t_w8a8 = max(compute, w8a8.bytes / gpu.bandwidth)
+        all_int8 = max(w8a8.flops / gpu.peak_int8, w8a8.bytes / gpu.bandwidth)
+        rows[name] = {"bf16_ms": bf16.time(gpu) * 1e3, "w8a16_ms": w8a16.time(gpu) * 1e3, "w8a8_ms": t_w8a8 * 1e3,
+                      "w8a8_if_attention_were_int8_ms": all_int8 * 1e3,
+                      "attention_share_of_flops": w8a8.attention_flops / w8a8.flops}
     d, p = rows["decode b1"], rows["prefill 4096"]
     assert d["w8a16_ms"] < 0.6 * d["bf16_ms"] and abs(d["w8a8_ms"] / d["w8a16_ms"] - 1) < 0.05
     assert p["w8a16_ms"] == pytest.approx(p["bf16_ms"]) and p["w8a8_ms"] < 0.6 * p["bf16_ms"]
-    weights = {"bf16": K.parameter_count(cfg) * 2 / 1e9, "w8a16": K.parameter_count(cfg) / 1e9,
-               "w8a8": K.parameter_count(cfg) / 1e9}
-    evidence.update(step_ms={k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in rows.items()},
-                    weight_gb=weights)
+    for key, q_ in (("bf16_ms", 66.6), ("w8a8_ms", 35.5), ("w8a8_if_attention_were_int8_ms", 33.3)):
+        evidence.quote(f"prefill 4096, {key}", quoted=q_, measured=p[key], digits=1)
+    for key, q_ in (("bf16_ms", 4.52), ("w8a16_ms", 2.28)):
+        evidence.quote(f"decode batch 1, {key}", quoted=q_, measured=d[key], digits=2)
+    # weight storage does not depend on how activations are quantized: the int8 codes and per-channel
+    # scales of the same weights, counted from the tensors
+    w = torch.randn(64, 96, generator=torch.Generator().manual_seed(0))
+    qw = Q.quantize(w, 8, granularity="channel")
+    assert qw.q.element_size() * qw.q.numel() == w.numel()                     # one byte per weight
+    evidence.quote("Llama-3-8B weights in BF16, GB", quoted=16.06, measured=K.parameter_count(cfg) * 2 / 1e9, digits=2)
+    evidence.quote("Llama-3-8B weights in INT8, GB", quoted=8.03, measured=Q.storage_bytes(K.parameter_count(cfg), 8) / 1e9,
+                   digits=2)
+    evidence.update(step_ms={k: {kk: round(vv, 4) for kk, vv in v.items()} for k, v in rows.items()})
+
+
+@pytest.mark.claim("qt.smoothquant")
+def test_activation_outliers_need_per_token_scales_and_smoothing(evidence):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 512, generator=g)
+    x[:, :5] *= 40                                                   # outliers in fixed channels, every token
+    w = torch.randn(384, 512, generator=g) * 0.02
+    ref = x @ w.T
+
+    def mse(y):
+        return ((y - ref) ** 2).mean().item()
+
+    # per-token and per-output-channel scales factor out of the int32 GEMM: it equals the dequantized product
+    qx, qw = Q.quantize(x, 8, granularity="channel"), Q.quantize(w, 8, granularity="channel")
+    assert torch.allclose(Q.int8_matmul(x, w), qx.dequantize() @ qw.dequantize().T, rtol=1e-5, atol=1e-5)
+    # migrating the difficulty is exact in real arithmetic: (X / s)(W·s)ᵀ = XWᵀ
+    s_ = Q.smoothquant_scales(x, w, 0.5)
+    assert torch.allclose((x / s_) @ (w * s_).T, ref, rtol=1e-4, atol=1e-4)
+    for alpha in (0.25, 0.75):                                      # Eq. 4, from the column maxima
+        want = x.abs().amax(0) ** alpha / w.abs().amax(0) ** (1 - alpha)
+        assert torch.allclose(Q.smoothquant_scales(x, w, alpha), want, rtol=1e-5, atol=0)
+    clean = torch.randn(256, 512, generator=g)
+    errs = {"no outliers, per-token": ((Q.int8_matmul(clean, w) - clean @ w.T) ** 2).mean().item(),
+            "per-token": mse(Q.int8_matmul(x, w)), "per-tensor": mse(Q.int8_matmul(x, w, act="tensor"))}
+    for alpha in (0.25, 0.5, 0.75):
+        sa = Q.smoothquant_scales(x, w, alpha)
+        errs[f"smoothed alpha={alpha}, per-token"] = mse(Q.int8_matmul(x / sa, w * sa))
+        errs[f"smoothed alpha={alpha}, per-tensor"] = mse(Q.int8_matmul(x / sa, w * sa, act="tensor"))
+    errs["LLM.int8() decomposition"] = mse(Q.llm_int8_matmul(x, w)[0])
+    best = min((k for k in errs if k.startswith("smoothed") and k.endswith("per-token")), key=errs.get)
+    assert best == "smoothed alpha=0.5, per-token"
+    assert errs["per-tensor"] > errs["per-token"] > 10 * errs[best]
+    assert errs["smoothed alpha=0.5, per-tensor"] < errs["per-token"] / 5      # static per-tensor becomes usable
+    assert errs[best] > 5 * errs["no outliers, per-token"]                     # ... but outliers still cost
+    evidence.quote("per-token W8A8 error, unsmoothed over smoothed at alpha 0.5 (x)", quoted=15,
+                   measured=errs["per-token"] / errs[best], digits=0)
+    evidence.quote("migration strength alpha", quoted=0.5, measured=0.5, digits=1)
+    evidence.update(output_mse=errs)

@@ -18,12 +18,16 @@ from impls.parallel.probes import PROBES, probe_all
 
 LAUNCH_TIMEOUT = 420  # seconds; generous: 4 ranks share 2 cores with other work
 MODULE_TOPIC = {"test_tensor_parallel.py": "tensor", "test_pipeline.py": "pipeline",
-                "test_context_parallel.py": "context", "test_expert_parallel.py": "experts"}
+                "test_context_parallel.py": "context", "test_expert_parallel.py": "experts",
+                "test_collectives.py": "collectives", "test_planner.py": ("tensor", "pipeline")}
 
 
 def _topics(session: pytest.Session) -> tuple[str, ...]:
-    wanted = {MODULE_TOPIC.get(Path(str(item.fspath)).name) for item in session.items
-              if "gloo_parallel" in getattr(item, "fixturenames", ())}
+    wanted: set[str] = set()
+    for item in session.items:
+        if "gloo_parallel" in getattr(item, "fixturenames", ()):
+            topic = MODULE_TOPIC.get(Path(str(item.fspath)).name, ())
+            wanted.update((topic,) if isinstance(topic, str) else topic)
     return tuple(t for t in PROBES if t in wanted) or tuple(PROBES)
 
 

@@ -80,6 +80,7 @@ def test_dpo_gradient_is_weighted_contrastive(evidence):
 def test_dpo_is_bradley_terry_on_implicit_rewards(evidence):
     kata.prop_matches_formula(dpo_loss)
     kata.prop_reference_shift_invariance(dpo_loss)
+    kata.prop_large_margins_in_fp32(dpo_loss)  # margins to +-1000 in fp32: logsigmoid, not log(sigmoid)
     g = torch.Generator().manual_seed(0)
     pw, pl, rw, rl = (-torch.rand(8, generator=g, dtype=F64) * 20 for _ in range(4))
     beta = 0.1

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from impls.rl import gae as gae_loop_mod
 from impls.rl import gae_scan as gae_scan_mod
 from impls.scale.triton_support import HAVE_TRITON, WHY_NOT
+from verifiers.errors import max_abs_err, worst
 
 pytestmark = pytest.mark.skipif(not HAVE_TRITON, reason=WHY_NOT or "Triton unavailable")
 
@@ -77,7 +78,7 @@ def multi_turn_batches(draw):
 
 @pytest.mark.claim("gae.triton-kernel.matches-oracle")
 def test_gae_kernel_matches_episode_oracle(evidence, device):
-    worst = {"err": 0.0, "n": 0}
+    seen = {"err": 0.0, "n": 0}
     dtype = torch.float32 if device.type == "cuda" else torch.float64
 
     @settings(max_examples=min(settings().max_examples, 25))
@@ -91,11 +92,11 @@ def test_gae_kernel_matches_episode_oracle(evidence, device):
                            block_t=block_t, block_b=block_b)
         scale = max(1.0, float(want_a.abs().max()), float(want_r.abs().max()))
         tol = (1e-12 if dtype == torch.float64 else 1e-5) * scale
-        err = max(float((a.cpu().double() - want_a).abs().max()), float((ret.cpu().double() - want_r).abs().max()))
+        err = worst(max_abs_err(a, want_a), max_abs_err(ret, want_r))
         assert err <= tol, (f"B,T={tuple(r.shape)} gamma={gamma} lam={lam} block_t={block_t} block_b={block_b}: "
                             f"max error {err:.3g} > {tol:.3g}")
-        worst["err"] = max(worst["err"], err / scale)
-        worst["n"] += 1
+        seen["err"] = max(seen["err"], err / scale)
+        seen["n"] += 1
 
     check()
     # the multi-turn reproducer: an observation span inside one episode is skipped, not a reset
@@ -110,8 +111,8 @@ def test_gae_kernel_matches_episode_oracle(evidence, device):
     a_done, _ = _kernel()(r.to(device), v.to(device), m.to(device), 1.0, 1.0,
                           dones=torch.tensor([[0, 1, 0, 0, 1]]).to(device), block_t=2)
     assert a_done.cpu().tolist() == [[-0.5, -0.5, 0.0, 0.0, 0.5]], a_done
-    evidence["examples"] = worst["n"]
-    evidence["max_rel_err"] = worst["err"]
+    evidence["examples"] = seen["n"]
+    evidence["max_rel_err"] = seen["err"]
     evidence["multi_turn_example"] = {"mask": [1, 1, 0, 0, 1], "rewards": [0, 0, 0, 0, 1],
                                       "values": [0.5, 0.5, 9, 9, 0.5], "advantages": a.cpu().tolist()[0],
                                       "with_done_after_turn_1": a_done.cpu().tolist()[0]}
@@ -129,7 +130,7 @@ def test_gae_kernel_agrees_with_loop_and_scan(evidence, device):
     gen = torch.Generator().manual_seed(21)
     dtype = torch.float32 if device.type == "cuda" else torch.float64
     gae_has_dones = "dones" in inspect.signature(gae_loop_mod.gae).parameters
-    worst = 0.0
+    largest = 0.0
     for B, T, hole_p in ((3, 1500, 0.0), (4, 700, 0.1), (2, 333, 0.3)):
         lengths = torch.randint(T // 2, T + 1, (B,), generator=gen)
         m = (torch.arange(T)[None, :] < lengths[:, None]) & (torch.rand(B, T, generator=gen) >= hole_p)
@@ -147,8 +148,22 @@ def test_gae_kernel_agrees_with_loop_and_scan(evidence, device):
                            dones=None if dones is None else dones.to(device))
         for ra, rr in refs:
             scale = max(1.0, float(ra.abs().max()))
-            err = max(float((a.cpu().double() - ra).abs().max()), float((ret.cpu().double() - rr).abs().max())) / scale
+            err = worst(max_abs_err(a, ra), max_abs_err(ret, rr)) / scale
             assert err <= (1e-11 if dtype == torch.float64 else 1e-5), (B, T, hole_p, err)
-            worst = max(worst, err)
+            largest = max(largest, err)
     evidence["reference_convention"] = "gae/gae_scan(dones=random episode ends)" if gae_has_dones else "reset at every zero (dones at segment ends)"
-    evidence["max_rel_err_vs_loop_and_scan"] = worst
+    evidence["max_rel_err_vs_loop_and_scan"] = largest
+
+
+@pytest.mark.claim("gae.triton-kernel.matches-oracle")
+def test_gamma_and_lambda_reach_the_compiled_kernel_in_the_accumulator_dtype(monkeypatch):
+    """γ and γλ travel as a tensor of the accumulator's dtype (``*fp64`` for fp64 inputs, ``*fp32``
+    otherwise), never as Python floats, which Triton compiles as fp32 scalars whatever the inputs' dtype."""
+    from impls.rl import gae_triton as K
+    from verifiers.launches import launch_types
+
+    for dtype, want in ((torch.float64, "*fp64"), (torch.float32, "*fp32")):
+        r = torch.ones(2, 5, dtype=dtype)
+        m = torch.ones(2, 5, dtype=torch.bool)
+        (types,) = launch_types(monkeypatch, K, "_gae_kernel", lambda: K.gae_triton(r, r, m, 0.99, 0.95))
+        assert "fp32" not in types and types[-1] == want, types

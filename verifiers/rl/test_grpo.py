@@ -24,6 +24,7 @@ def test_group_standardised_advantage(evidence):
     kata.prop_equal_group_is_exactly_zero(grpo_advantages)
     kata.prop_groups_are_independent(grpo_advantages)
     kata.prop_eps_guards_nearly_equal_groups(grpo_advantages)
+    kata.prop_realistic_group_sizes(grpo_advantages)  # G = 16, 64, 128; 0/1 and continuous rewards
     # a nearly-equal group, by hand: scores 0, 1e-6, with eps = 1e-6 the advantages are +-0.5 / (1/sqrt 2 + 1)... exactly
     near = torch.tensor([0.0, 1e-6], dtype=F64)
     sd = 1e-6 / 2**0.5  # unbiased std of {0, 1e-6}

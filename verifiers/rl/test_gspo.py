@@ -127,3 +127,29 @@ def test_clip_range_is_asymmetric_and_clip_frac_counts_the_favourable_side(evide
     assert torch.allclose(lp3.grad, s[:, None] * w, atol=1e-12), lp3.grad
     evidence["gradient_kept_per_sequence"] = kept
     evidence["clip_frac"] = stats["clip_frac"]
+
+
+@pytest.mark.claim("gspo.log-ratio-guard")
+def test_stale_sequence_gives_a_finite_loss_and_gradient(evidence):
+    """A sequence whose mean log-ratio exceeds log(fp32 max) would make s_i = inf: the guard keeps the loss and
+    the gradient finite, and leaves ordinary ratios untouched."""
+    overflow = math.log(torch.finfo(torch.float32).max)
+    assert torch.isinf(torch.exp(torch.tensor(overflow + 1.0, dtype=torch.float32)))   # what an unguarded s_i gets
+    mask = torch.ones(2, 3)
+    logp_old = torch.full((2, 3), -95.0)
+    adv = torch.tensor([-1.0, 1.0])                      # A < 0: the unclipped branch s·A is the one taken
+    for shift in (overflow + 1.0, 94.0):                 # mean log-ratio just past the overflow, and well past it
+        logp = (logp_old + shift).requires_grad_(True)
+        loss, stats = gspo_loss(logp, logp_old, adv, mask, clip_low=0.2, clip_high=0.2)
+        loss.backward()
+        assert math.isfinite(float(loss)) and bool(torch.isfinite(logp.grad).all()), (shift, float(loss), logp.grad)
+        s = gspo_sequence_ratio(logp.detach(), logp_old, mask)
+        assert torch.allclose(s, torch.full((2,), math.exp(20.0)), rtol=1e-6)        # clamped at e^20
+    # the guard binds only past |log s| = 20: an ordinary batch is unchanged (fp64, against the plain formula)
+    logp, logp_old2, mask2, _ = _batch(5)
+    plain = torch.exp(((logp - logp_old2) * mask2).sum(-1) / mask2.sum(-1))
+    assert torch.allclose(gspo_sequence_ratio(logp, logp_old2, mask2), plain, rtol=1e-14)
+    evidence.quote("log of the largest fp32 (the mean log-ratio at which s_i overflows)", quoted=88.7,
+                   measured=overflow, digits=1)
+    evidence["guard"] = {"clamp of log s_i": [-20, 20], "verl 0.9.1": "clamp(max=10) on the GSPO log-ratio",
+                         "TRL 1.16": "no clamp"}

@@ -91,6 +91,7 @@ def test_k3_unbiased_nonnegative_full_support_only(evidence):
 def test_k2_biased_lower_variance_near_ref(evidence):
     kata.prop_closed_forms(kl_estimate)  # k2 = (log pi/pi_ref)^2 / 2 token by token
     kata.prop_k2_k3_nonnegative(kl_estimate)
+    kata.prop_batched_shape(kl_estimate)  # [B, T] in, [B, T] out, every kind
     ratios, biases = [], []
     for seed in range(20):
         theta, theta_ref = _pair(seed, scale=0.3)  # pi close to pi_ref

@@ -149,6 +149,7 @@ def test_reference_matches_formula_and_gradient(evidence):
     kata.prop_gradient_matches_hand_derived(P.ppo_clip_loss)
     kata.prop_mask_respected(P.ppo_clip_loss)
     kata.prop_dual_clip(P.ppo_clip_loss)
+    kata.prop_fp32_rollouts_with_rare_tokens(P.ppo_clip_loss)  # T up to 1024, fp32, log-probs down to -120
     # ratio must come from log-probs: a long answer's sequence probability underflows in fp32
     logp = torch.full((1, 400), -0.3)
     naive = torch.exp(logp.sum()) / torch.exp((logp - 0.01).sum())

@@ -112,12 +112,13 @@ def stats(root: Path, *, db, lang) -> None:
         store.close()
 
 
-def mock(root: Path, *, db, lang, minutes, company, out, kata_dir, timeout) -> None:
+def mock(root: Path, *, db, lang, minutes, company, out, kata_dir, timeout, track=None, topic=None) -> None:
     from .judge import JudgeOptionError, check_options
     from .mock import _default_report_path, check_report_path, run_mock
     from .ui import t
 
     lang = check_lang(lang)
+    track = check_track(track)
     try:
         check_options(timeout, 4096)
     except JudgeOptionError as exc:
@@ -135,11 +136,18 @@ def mock(root: Path, *, db, lang, minutes, company, out, kata_dir, timeout) -> N
     if kata_dir is not None and not kata_dir.is_dir():
         err.print(f"error: --kata-dir: no such folder {kata_dir}", markup=False, style="red")
         raise SystemExit(2)
+    if track is not None:
+        from .katas import available
+
+        if not any(k.track == track for k in available(root)):
+            err.print(f"error: --track {track}: no kata of that track in this checkout (see `mianjing kata list`)",
+                      markup=False, style="red")
+            raise SystemExit(2)
     kb = load_kb(root)
     store = open_store(db)
     try:
         saved = run_mock(console, root, kb, store, lang=lang, minutes=minutes, company=company, out=out,
-                 kata_dir=kata_dir or Path.cwd(), timeout=timeout)
+                         kata_dir=kata_dir or Path.cwd(), timeout=timeout, track=track, topic=topic)
     except KeyboardInterrupt:
         console.print()
         console.print(t("mock_interrupted", lang), markup=False, style="yellow")
@@ -150,30 +158,83 @@ def mock(root: Path, *, db, lang, minutes, company, out, kata_dir, timeout) -> N
         raise SystemExit(1)
 
 
-def kata_list(root: Path) -> None:
+def check_track(track: str | None) -> str | None:
+    from .katas import TRACKS
+
+    if track is None:
+        return None
+    t = track.strip().casefold()
+    if t not in TRACKS:
+        err.print(f"error: --track must be one of {', '.join(TRACKS)}, not {track!r}", markup=False)
+        raise SystemExit(2)
+    return t
+
+
+def _entry_facts(root: Path, wanted: set[str] | None = None) -> dict[str, tuple[int | None, str]]:
+    """``entry id -> (difficulty, topic)`` read from the entry files with a regex (no YAML parser: listing stays
+    fast); an entry's file is named by its id (the loader insists). ``wanted``: read only these entries' files."""
+    import re
+
+    out = {}
+    for p in (root / "qa").rglob("*.yaml"):
+        if wanted is not None and p.stem not in wanted:
+            continue
+        try:
+            with open(p, encoding="utf-8") as fh:
+                head = fh.read(3000)
+        except OSError:
+            continue
+        d = re.search(r"^difficulty:\s*([123])\s*$", head, re.M)
+        t = re.search(r"^topic:\s*([\w/-]+)\s*$", head, re.M)
+        out[p.stem] = (int(d.group(1)) if d else None, t.group(1) if t else "")
+    return out
+
+
+DIFFICULTY = {1: ("1 warm-up", "1 热身"), 2: ("2 core", "2 核心"), 3: ("3 deep", "3 深挖")}
+
+
+def kata_list(root: Path, track: str | None = None, lang: str | None = None) -> None:
     from rich.table import Table
 
-    from .katas import available
+    from .katas import TRACK_NAMES, TRACKS, available
 
+    track = check_track(track)
+    lang = check_lang(lang)
+    zh = lang == "zh"
     katas = available(root)
     if not katas:
-        console.print("no katas available in this checkout (their reference or properties have not landed)")
+        console.print("本仓库还没有可用的 kata（参考实现或性质模块尚未合入）" if zh else
+                      "no katas available in this checkout (their reference or properties have not landed)",
+                      markup=False)
         return
-    # An entry's file is named by its id (the loader insists): no YAML needs parsing to list them.
-    entry_files = {p.stem for p in (root / "qa").rglob("*.yaml")}
-    table = Table(title="katas")
-    for col in ("name", "reference", "properties", "entry"):
-        table.add_column(col)
-    for k in katas:
-        table.add_row(k.name, f"{k.ref_path}::{k.symbol}", str(len(k.properties(root))),
-                      k.entry if k.entry in entry_files else "-")
-    console.print(table)
-    console.print("start one: mianjing kata start NAME   judge it: mianjing kata judge FILE", markup=False)
+    facts = _entry_facts(root, {k.entry for k in katas})
+    shown = 0
+    for t in TRACKS:
+        if track and t != track:
+            continue
+        group = [k for k in katas if k.track == t]
+        title = TRACK_NAMES[t][1 if zh else 0]
+        if not group:
+            console.print(f"{title}: " + ("暂无" if zh else "none yet"), markup=False, style="dim")
+            continue
+        table = Table(title=f"{title} · {len(group)}" + (" 个 kata" if zh else " katas"), title_justify="left")
+        for col in (("名称", "难度", "题目（条目）", "性质") if zh else ("name", "difficulty", "entry", "properties")):
+            table.add_column(col)
+        for k in group:
+            diff, _ = facts.get(k.entry, (None, ""))
+            table.add_row(k.name, DIFFICULTY[diff][1 if zh else 0] if diff else "-",
+                          k.entry if k.entry in facts else "-", str(len(k.property_names(root))))
+            shown += 1
+        console.print(table)
+    console.print((f"共 {shown} 个 kata。开始：mianjing kata start NAME [--lang zh|en]   评测：mianjing kata judge FILE")
+                  if zh else (f"{shown} katas. Start one: mianjing kata start NAME [--lang zh|en]   "
+                              "judge it: mianjing kata judge FILE"), markup=False)
 
 
-def kata_start(root: Path, name: str, *, dest: Path, force: bool) -> None:
+def kata_start(root: Path, name: str, *, dest: Path, force: bool, lang: str | None = None) -> None:
     from .katas import find, stub
 
+    lang = check_lang(lang)
     k = find(root, name)
     if k is None:
         err.print(f"error: no kata named {name!r}; see `mianjing kata list`", markup=False, style="red", soft_wrap=True)
@@ -191,17 +252,19 @@ def kata_start(root: Path, name: str, *, dest: Path, force: bool) -> None:
         err.print(f"error: {path} exists; pass --force to overwrite it", markup=False, style="red", soft_wrap=True)
         raise SystemExit(2)
     try:
-        path.write_text(stub(root, k), encoding="utf-8")
+        path.write_text(stub(root, k, lang), encoding="utf-8")
     except OSError as exc:
         err.print(f"error: cannot write {path}: {exc.strerror or exc}", markup=False, style="red", soft_wrap=True)
         raise SystemExit(2) from None
-    console.print(f"wrote {path}: implement `{k.symbol}`, then run: mianjing kata judge {path}", markup=False, soft_wrap=True)
+    console.print((f"已写入 {path}：实现 `{k.symbol}`，然后运行：mianjing kata judge {path}" if lang == "zh" else
+                   f"wrote {path}: implement `{k.symbol}`, then run: mianjing kata judge {path}"),
+                  markup=False, soft_wrap=True)
 
 
 def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: float, memory_mb: int,
                record: bool) -> None:
-    from . import sandbox
-    from .judge import JudgeOptionError, check_options, detect_kata, judge, print_result, record_review
+    from .judge import JudgeOptionError, check_options, detect_kata, judge
+    from .judge_report import print_outcome, print_result, print_start, record_review
 
     try:
         check_options(timeout, memory_mb)
@@ -222,8 +285,7 @@ def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: f
                   markup=False, soft_wrap=True)
     try:
         res = judge(root, k, file, timeout=timeout, memory_mb=memory_mb,
-                    on_start=lambda kind: console.print(f"sandbox: {sandbox.describe(kind)}", markup=False,
-                                                        style="dim", soft_wrap=True),
+                    on_start=lambda kind, note: print_start(console, kind, note),
                     on_result=lambda r: print_result(console, r))
     except JudgeOptionError as exc:
         err.print(f"error: {exc}", markup=False, style="red", soft_wrap=True)
@@ -231,19 +293,12 @@ def kata_judge(root: Path, file: Path, *, name: str | None, db, lang, timeout: f
     except KeyboardInterrupt:
         console.print("\ninterrupted: the judge was stopped; nothing recorded", markup=False, style="yellow")
         raise SystemExit(130) from None
-    if res.fatal:
-        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red", soft_wrap=True)
-        for line in res.fatal_detail.splitlines()[:20]:
-            console.print(f"        {line}", markup=False, soft_wrap=True)
-    if res.attempts:
-        console.print("note: your code tried to reach what the judge keeps to itself: " + "; ".join(res.attempts[:5]),
-                      markup=False, style="yellow", soft_wrap=True)
-    console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red", soft_wrap=True)
+    print_outcome(console, res)
     if store is not None:
         try:
             saved = record_review(root, store, k, res, lang)
             if saved:
-                console.print(saved, markup=False, style="dim")
+                console.print(saved, markup=False, style="dim", soft_wrap=True)
         finally:
             store.close()
     if not res.ok:

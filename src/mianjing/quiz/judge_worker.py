@@ -1,334 +1,84 @@
 """The judge's worker: imports the candidate's file and calls its function, nothing else.
 
-Run as ``python -I judge_worker.py RFD WFD`` inside the sandbox (see ``sandbox.py``). It holds
-no property, no reference implementation and no verdict: the judge (the trusted side, in its
-own process) sends it inputs over two inherited pipe descriptors and receives plain data back
-(numbers, strings, lists, dicts, tensors and arrays as raw bytes + dtype + shape). Whatever the
-candidate does to this interpreter can change only what this process *sends*; the judge
-rebuilds every value from bytes and compares it with its own oracle.
+Run as ``python -I -B judge_worker.py RFD WFD`` (see ``sandbox.py``). It holds no property, no
+reference implementation and no verdict: the judge (the trusted side, in its own process) sends it
+inputs over two inherited pipe descriptors and receives plain data back (``judge_wire.py``, which
+this file imports from its own folder, like ``judge_confine.py``, ``judge_meters.py`` and
+``judge_compile.py``: the sandbox holds copies of these five files and nothing else of the judge).
 
-This file is also imported by the judge for the wire format (``encode``/``decode``,
-``frame``), so it must import nothing but the standard library at module level: it runs in a
-sandbox where only Python and the installed packages (torch, numpy) exist.
-
-Wire format: each message is a 4-byte big-endian length and a UTF-8 JSON object. Values:
-``None``/bools/ints/finite floats/strings as themselves, lists as arrays, and tagged objects
-``{"f": "nan"}`` (non-finite float), ``{"t": [...]}`` tuple, ``{"d": [[k, v], ...]}`` dict,
-``{"s": [...]}`` set, ``{"b": base64}`` bytes, ``{"c": [re, im]}`` complex,
-``{"tensor": {...}}`` / ``{"ndarray": {...}}`` arrays, ``{"n": id}`` a judge-owned tree node
-copied into the worker (its fields travel in the message's ``nodes`` table),
-``{"j": id}`` a judge-owned object read through calls (every read runs on the judge's side),
-``{"w": id}`` an object that lives in the worker (e.g. the candidate's iterator).
+Until it imports the candidate's file the worker is trusted code: it greets the judge, loads torch
+and numpy when the kata needs them, confines itself as the judge's plan says (``judge_confine.py``:
+seccomp everywhere; an unprivileged uid or no capabilities, and Landlock, without bubblewrap) and
+reports what held. Whatever the candidate does afterwards to this interpreter can change only what
+this process *sends*; the judge rebuilds every value from bytes and compares it with its own oracle.
 """
 
 from __future__ import annotations
 
-import base64
-import inspect
-import json
-import math
+import linecache
 import os
-import struct
 import sys
 import time
 import traceback
+import types
 
-MAX_MESSAGE = 64 << 20  # bytes; a bigger frame is garbage, not a result
-MAX_DEPTH = 64  # nesting of lists/dicts in one value
-DTYPES = {  # name -> bytes per element
-    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16,
-    "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1,
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from judge_wire import CHANNEL_LOST, FROM_JUDGE, FROM_WORKER, Codec, FrameReader, WireError, describe_symbol, frame  # noqa: E402
+from judge_wire import _torch, tensors as _tensors  # noqa: E402
+
 DENIED_TOPLEVEL = ("impls", "verifiers", "mianjing", "tests", "figures", "benchmarks")
+PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec")
 FSIZE_ERRNO = 27  # EFBIG
-
-
-class WireError(Exception):
-    """A message or value that does not follow the wire format."""
-
-
-# -- framing -------------------------------------------------------------------------------
-
-
-def frame(msg: dict) -> bytes:
-    data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
-    if len(data) > MAX_MESSAGE:
-        raise WireError(f"a message of {len(data) >> 20} MiB is over the {MAX_MESSAGE >> 20} MiB limit")
-    return struct.pack(">I", len(data)) + data
-
-
-def parse(payload: bytes) -> dict:
-    try:
-        msg = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WireError(f"not a JSON message ({exc})") from None
-    if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
-        raise WireError("a message without an operation")
-    return msg
-
-
-class FrameReader:
-    """Splits a byte stream into frames (``feed`` bytes, ``pop`` complete messages)."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def feed(self, data: bytes) -> None:
-        self.buf += data
-
-    def pop(self) -> dict | None:
-        if len(self.buf) < 4:
-            return None
-        (n,) = struct.unpack(">I", self.buf[:4])
-        if n > MAX_MESSAGE:
-            raise WireError(f"a frame announces {n} bytes (limit {MAX_MESSAGE})")
-        if len(self.buf) < 4 + n:
-            return None
-        payload = bytes(self.buf[4:4 + n])
-        del self.buf[:4 + n]
-        return parse(payload)
-
-
-# -- values --------------------------------------------------------------------------------
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def encode_tensor(t) -> dict:
-    torch = _torch()
-    t = torch.Tensor.detach(t)
-    if t.device.type != "cpu":
-        t = t.cpu()
-    t = t.contiguous()
-    dtype = str(t.dtype).removeprefix("torch.")
-    if dtype not in DTYPES:
-        raise WireError(f"a tensor of dtype {dtype} cannot be sent")
-    raw = (t.view(torch.int16) if dtype == "bfloat16" else t).numpy().tobytes()
-    return {"dtype": dtype, "shape": list(t.shape), "data": base64.b64encode(raw).decode("ascii")}
-
-
-def decode_tensor(spec: dict):
-    torch = _torch()
-    dtype, shape, raw = _array_parts(spec)
-    tdtype = getattr(torch, dtype)
-    n = math.prod(shape)
-    if n == 0:
-        return torch.empty(shape, dtype=tdtype)
-    flat = torch.frombuffer(bytearray(raw), dtype=torch.int16 if dtype == "bfloat16" else tdtype)
-    if dtype == "bfloat16":
-        flat = flat.view(torch.bfloat16)
-    return flat.reshape(shape).clone()
-
-
-def _array_parts(spec: dict) -> tuple[str, list[int], bytes]:
-    if not isinstance(spec, dict):
-        raise WireError("an array without a description")
-    dtype, shape, data = spec.get("dtype"), spec.get("shape"), spec.get("data")
-    if dtype not in DTYPES:
-        raise WireError(f"unknown array dtype {dtype!r}")
-    if not (isinstance(shape, list) and len(shape) <= 16
-            and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape)):
-        raise WireError("an array with a malformed shape")
-    if not isinstance(data, str):
-        raise WireError("an array without data")
-    try:
-        raw = base64.b64decode(data.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError):
-        raise WireError("array data is not base64") from None
-    if len(raw) != math.prod(shape) * DTYPES[dtype]:
-        raise WireError(f"array data has {len(raw)} bytes; shape {shape} of {dtype} needs "
-                        f"{math.prod(shape) * DTYPES[dtype]}")
-    return dtype, shape, raw
-
-
-def encode_ndarray(a) -> dict:
-    import numpy as np
-
-    a = np.ascontiguousarray(a)
-    dtype = a.dtype.name
-    if dtype not in DTYPES or dtype == "bfloat16":
-        raise WireError(f"an array of dtype {dtype} cannot be sent")
-    return {"dtype": dtype, "shape": list(a.shape), "data": base64.b64encode(a.tobytes()).decode("ascii")}
-
-
-def decode_ndarray(spec: dict):
-    import numpy as np
-
-    dtype, shape, raw = _array_parts(spec)
-    if dtype == "bfloat16":
-        raise WireError("numpy has no bfloat16")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-
-
-class Codec:
-    """Plain data <-> JSON-able values. ``other(obj) -> dict`` tags anything else (refs, nodes);
-    ``tagged(tag, payload)`` turns such a tag back into an object."""
-
-    def __init__(self, other, tagged):
-        self.other = other
-        self.tagged = tagged
-
-    def encode(self, x, depth: int = 0):
-        if depth > MAX_DEPTH:
-            raise WireError(f"a value nested deeper than {MAX_DEPTH} levels")
-        if x is None or x is True or x is False:
-            return x
-        t = type(x)
-        if t is int or t is str:
-            return x
-        if t is float:
-            return x if math.isfinite(x) else {"f": repr(x)}
-        if t is list:
-            return [self.encode(v, depth + 1) for v in x]
-        if t is tuple:
-            return {"t": [self.encode(v, depth + 1) for v in x]}
-        if t is dict:
-            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in x.items()]}
-        if t is set or t is frozenset:
-            return {"s": [self.encode(v, depth + 1) for v in x]}
-        if t is bytes or t is bytearray:
-            return {"b": base64.b64encode(bytes(x)).decode("ascii")}
-        if t is complex:
-            return {"c": [self.encode(x.real, depth + 1), self.encode(x.imag, depth + 1)]}
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(x, torch.Tensor):
-            spec = encode_tensor(x)
-            if x.requires_grad:
-                spec["rg"] = True
-            return {"tensor": spec}
-        if "numpy" in sys.modules:
-            np = sys.modules["numpy"]
-            if isinstance(x, np.ndarray):
-                return {"ndarray": encode_ndarray(x)}
-            if isinstance(x, np.generic):
-                return self.encode(x.item(), depth)
-        # subclasses of the plain types (an int that says it equals everything...) travel as the plain value
-        # subclasses of the plain types (an int that claims to equal everything, a namedtuple) and
-        # deques travel as the plain value: the receiver rebuilds a real int / tuple / list
-        for base in (int, float, str, tuple, list, dict, set, frozenset, bytes, complex):
-            if isinstance(x, base):
-                return self.encode(base(x), depth + 1)
-        if t.__name__ == "deque" and t.__module__ == "collections":
-            return [self.encode(v, depth + 1) for v in x]
-        return self.other(x)
-
-    def decode(self, v, depth: int = 0):
-        if depth > MAX_DEPTH:
-            raise WireError(f"a value nested deeper than {MAX_DEPTH} levels")
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        if isinstance(v, list):
-            return [self.decode(x, depth + 1) for x in v]
-        if not isinstance(v, dict) or len(v) != 1:
-            raise WireError("a malformed value")
-        ((tag, p),) = v.items()
-        if tag == "f":
-            if p not in ("nan", "inf", "-inf"):
-                raise WireError("a malformed float")
-            return float(p)
-        if tag == "t":
-            return tuple(self.decode(x, depth + 1) for x in _list(p))
-        if tag == "d":
-            out = {}
-            for pair in _list(p):
-                if not isinstance(pair, list) or len(pair) != 2:
-                    raise WireError("a malformed dict")
-                key = self.decode(pair[0], depth + 1)
-                try:
-                    out[key] = self.decode(pair[1], depth + 1)
-                except TypeError:
-                    raise WireError("an unhashable dict key") from None
-            return out
-        if tag == "s":
-            try:
-                return set(self.decode(x, depth + 1) for x in _list(p))
-            except TypeError:
-                raise WireError("an unhashable set element") from None
-        if tag == "b":
-            try:
-                return base64.b64decode(str(p).encode("ascii"), validate=True)
-            except (ValueError, UnicodeEncodeError):
-                raise WireError("malformed bytes") from None
-        if tag == "c":
-            re, im = _list(p, 2)
-            if not all(isinstance(z, (int, float, dict)) for z in (re, im)):
-                raise WireError("a malformed complex")
-            return complex(self.decode(re, depth + 1), self.decode(im, depth + 1))
-        if tag == "tensor":
-            t = decode_tensor(p)
-            if p.get("rg") and t.is_floating_point():
-                t.requires_grad_(True)
-            return t
-        if tag == "ndarray":
-            return decode_ndarray(p)
-        return self.tagged(tag, p)
-
-
-def _list(p, n: int | None = None) -> list:
-    if not isinstance(p, list) or (n is not None and len(p) != n):
-        raise WireError("a malformed value")
-    return p
-
-
-# -- signatures (the judge compares the candidate's with the reference's) -------------------------
-
-
-def _params(fn) -> list | None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    return [[p.name, p.kind.name, p.default is not p.empty] for p in sig.parameters.values()]
-
-
-def describe_symbol(obj) -> dict:
-    """What the candidate's symbol looks like: a class with methods, or a function with parameters."""
-    if isinstance(obj, type):
-        methods = {}
-        for name in dir(obj):
-            if name == "__init__" or not name.startswith("_"):
-                try:
-                    attr = getattr(obj, name)
-                except Exception:  # noqa: BLE001 -- a property that raises on the class
-                    continue
-                if callable(attr):
-                    methods[name] = _params(attr)
-        return {"kind": "class", "methods": methods}
-    if callable(obj):
-        return {"kind": "function", "params": _params(obj)}
-    return {"kind": type(obj).__name__}
-
-
-# -- the worker ------------------------------------------------------------------------------
+DEFAULT_RECURSION_LIMIT = 1000
 
 
 class Denied(ImportError):
-    pass
+    """An import the judge refuses."""
+
+
+class Refused(PermissionError):
+    """Something else the judge refuses: a process, the network, a file of the checkout."""
+
+
+class JudgeStop(Exception):
+    """The judge refused to answer a counted key's comparison or hash: the property's budget of
+    operations is spent (the property fails whatever the candidate's code does with this exception)."""
+
+
+_TM: dict = {}  # tracemalloc's own functions, kept before the candidate's file runs (see _guard)
 
 
 class _Worker:
     def __init__(self, rfd: int, wfd: int):
         self.rfd, self.wfd = rfd, wfd
-        self.reader = FrameReader()
+        self.reader = FrameReader(FROM_JUDGE)
         self.objects: dict[int, object] = {}  # worker-owned objects the judge holds ({"w": id})
         self.ids: dict[int, int] = {}  # id(obj) -> worker id
         self.mirror: dict[int, object] = {}  # judge node id -> the worker's copy
         self.remote: dict[int, object] = {}  # judge object id -> proxy
+        self.keys: dict[int, object] = {}  # judge key id -> its stand-in (_JudgeKey)
         self.dirty: set = set()
         self.graphs: dict[int, tuple] = {}  # call id -> (inputs needing grad, outputs)
         self.fields: tuple[str, ...] = ("val", "left", "right")
-        self.file = ""
+        self.file = ""  # the path the candidate's code knows its file by (tracebacks, __file__)
         self.attempts: list[str] = []
         self.codec = Codec(self._other, self._tagged)
         self.node_class = None
+        self.making = False  # while a reply is encoded: objects of the candidate's with the node fields go as data
+        self.made_ids: dict[int, int] = {}  # id(object) -> its number in this reply's table of made nodes
+        self.made_queue: list = []
+        self.made_keep: list = []  # the objects numbered (alive until the reply is sent: ids stay unique)
 
     # -- channel
     def send(self, **msg) -> None:
-        data = frame(msg)
+        try:
+            data = frame(msg, FROM_WORKER)
+        except (WireError, ValueError, TypeError) as exc:  # too big for the judge, or not JSON: say so instead
+            if msg.get("op") not in ("return", "value", "raise"):
+                raise
+            data = frame({"op": "raise", "type": "WireError", "kind": "unsendable", "message": str(exc)[:300],
+                          "where": "", "changes": []}, FROM_WORKER)
         view = memoryview(data)
         while view:
             n = os.write(self.wfd, view)
@@ -350,6 +100,15 @@ class _Worker:
             return {"n": x._jid}
         if isinstance(x, _JudgeObject):
             return {"j": object.__getattribute__(x, "_jid")}
+        if isinstance(x, _JudgeKey):
+            return {"k": object.__getattribute__(x, "_jid")}
+        if self.making and self._node_like(x):
+            mid = self.made_ids.get(id(x))
+            if mid is None:
+                mid = self.made_ids[id(x)] = len(self.made_ids) + 1
+                self.made_queue.append(x)
+                self.made_keep.append(x)
+            return {"m": mid}
         key = id(x)
         wid = self.ids.get(key)
         if wid is None or self.objects.get(wid) is not x:
@@ -371,6 +130,13 @@ class _Worker:
             if proxy is None:
                 proxy = self.remote[p] = _JudgeObject(self, p)
             return proxy
+        if tag == "k":
+            if type(p) is not int:
+                raise WireError("a malformed key id")
+            key = self.keys.get(p)
+            if key is None:
+                key = self.keys[p] = _JudgeKey(self, p)
+            return key
         if tag == "w":
             obj = self.objects.get(p)
             if obj is None:
@@ -401,6 +167,40 @@ class _Worker:
                 else:
                     setattr_(node, f, decode(v))
 
+    def _node_like(self, x) -> bool:
+        """A node the candidate made (of its own class, or a copy-class node it built): it has every node field."""
+        if isinstance(x, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+            return False
+        try:
+            return all(hasattr(x, f) for f in self.fields)
+        except Exception:  # noqa: BLE001 -- a __getattr__ of the candidate's that raises something odd
+            return False
+
+    def tail(self) -> dict:
+        """The end of a reply: the judge nodes the candidate changed, and the table of nodes it made that the reply
+        (or a change) reaches, one row per node (``[number, field values...]``, nodes as ``{"m": number}``): built
+        without recursion, so a made chain of any length is a flat table."""
+        self.making = True
+        try:
+            changes = self.changes()
+            made = []
+            while self.made_queue:
+                x = self.made_queue.pop()
+                row = [self.made_ids[id(x)]]
+                for f in self.fields:
+                    try:
+                        v = getattr(x, f)
+                    except Exception:  # noqa: BLE001
+                        v = None
+                    row.append(self.codec.encode(v))
+                made.append(row)
+        finally:
+            self.making = False
+            self.made_ids.clear()
+            self.made_queue.clear()
+            self.made_keep.clear()
+        return {"changes": changes, "made": made}
+
     def changes(self) -> list:
         out = []
         for node in list(self.dirty):
@@ -410,8 +210,7 @@ class _Worker:
 
     # -- failures
     def where(self, exc: BaseException) -> str:
-        want = os.path.realpath(self.file)
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename) == want]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.file]
         return "".join(traceback.format_list(frames[-3:])).rstrip()
 
     def failure(self, exc: BaseException) -> dict:
@@ -427,7 +226,7 @@ class _Worker:
             kind = "notimpl"
         elif isinstance(exc, OSError) and exc.errno == FSIZE_ERRNO:
             kind = "fsize"
-        elif isinstance(exc, Denied):
+        elif isinstance(exc, (Denied, Refused)):
             kind = "denied"
         elif isinstance(exc, WireError):
             kind = "unsendable"
@@ -439,16 +238,26 @@ class _Worker:
         load = self.recv()
         if load.get("op") != "load":
             return
-        self.file = load["file"]
+        self.file = load["display"]
         self.fields = tuple(load.get("fields") or self.fields)
         self.node_class = _node_class(self, self.fields)
+        for key, value in (load.get("env") or {}).items():  # before the preloads: TRITON_INTERPRET is read on import
+            if isinstance(key, str) and isinstance(value, str):
+                os.environ[key] = value
         for mod in load.get("preload") or []:
             try:
                 __import__(mod)
+                if mod == "judge_meters":
+                    sys.modules[mod].warm()
             except Exception:  # noqa: BLE001 -- the candidate's import will say what is missing
                 pass
-        _guard(self, load.get("deny_paths") or [])
-        self.send(op="preloaded")
+        report = {}
+        if load.get("confine") is not None:
+            import judge_confine
+
+            report = judge_confine.apply(load["confine"])
+        _guard(self, load.get("deny_paths") or [], load.get("recursion_limit"))
+        self.send(op="preloaded", confinement=report)
         cand = self.import_candidate(load["file"], load["symbol"])
         if cand is None:
             return
@@ -463,23 +272,33 @@ class _Worker:
                 self.ids.clear()
                 self.mirror.clear()
                 self.remote.clear()
+                self.keys.clear()
                 self.graphs.clear()
                 self.dirty.clear()
                 continue
             self.serve(msg)
 
     def import_candidate(self, file: str, symbol: str):
-        import importlib.util
-
+        """Run the submission (the judge's copy at ``file``) as module ``kata_candidate``, known by its own path."""
         try:
-            spec = importlib.util.spec_from_file_location("kata_candidate", file)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["kata_candidate"] = module
-            spec.loader.exec_module(module)
+            with open(file, "rb") as fh:
+                source = fh.read()
+            code = compile(source, self.file, "exec", dont_inherit=True)
         except SyntaxError as exc:
             self.send(op="fatal", reason="syntax error", message=f"line {exc.lineno}: {exc.msg}", where="",
                       attempts=self.attempts)
             return None
+        except (OSError, ValueError) as exc:
+            self.send(op="fatal", reason="import", type=type(exc).__name__, kind="error", message=str(exc)[:500],
+                      where="", attempts=self.attempts)
+            return None
+        lines = source.decode("utf-8", errors="replace").splitlines(True)
+        linecache.cache[self.file] = (len(source), None, lines, self.file)  # tracebacks quote the lines
+        module = types.ModuleType("kata_candidate")
+        module.__file__ = self.file
+        sys.modules["kata_candidate"] = module
+        try:
+            exec(code, module.__dict__)
         except BaseException as exc:  # noqa: BLE001 -- SystemExit and all: report, never crash
             f = self.failure(exc)
             f["where"] = f["where"] or "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -509,7 +328,7 @@ class _Worker:
             self.send(op="garbled", message=str(exc))
             return
         except Exception as exc:  # noqa: BLE001
-            self.send(op="raise", changes=self.changes(), **self.failure(exc))
+            self.send(op="raise", **self.tail(), **self.failure(exc))
             return
         if op == "getattr":
             try:
@@ -518,19 +337,48 @@ class _Worker:
                 if callable(value) and not isinstance(value, type):
                     self.send(op="value", method=True)
                 else:
-                    self.send(op="value", v=self.codec.encode(value), changes=self.changes())
+                    self.making = True
+                    encoded = self.codec.encode(value)
+                    self.send(op="value", v=encoded, **self.tail())
             except BaseException as exc:  # noqa: BLE001
-                self.send(op="raise", changes=self.changes(), **self.failure(exc))
+                self.send(op="raise", **self.tail(), **self.failure(exc))
             return
         if op == "backward":
             self.backward(msg)
+            return
+        if op == "calls":
+            self.calls(msg)
+            return
+        if op == "compile":
+            try:
+                import judge_compile
+
+                text = judge_compile.ptx(sys.modules["kata_candidate"], msg.get("kernel"), msg.get("request"))
+                # as bytes: the wire clips strings to a few thousand characters, and PTX runs to megabytes
+                self.send(op="return", v=self.codec.encode(text.encode("utf-8")), changes=[], attempts=self.attempts)
+            except BaseException as exc:  # noqa: BLE001 -- the compiler's complaint is the candidate's result
+                self.send(op="raise", changes=[], attempts=self.attempts, **self.failure(exc))
             return
         if op != "call":
             self.send(op="garbled", message=f"unknown operation {op!r}")
             return
         started = time.monotonic()
+        usage = None
         try:
-            result = target(*args, **kwargs)
+            measure = msg.get("measure")
+            if isinstance(measure, dict) and measure.get("alloc"):
+                result, usage = _allocated(target, args, kwargs)
+            elif isinstance(measure, dict):
+                from judge_meters import Meter
+
+                watch = measure.get("watch")
+                watched = args[watch] if isinstance(watch, int) and 0 <= watch < len(args) else None
+                with Meter(watched) as meter:
+                    result = target(*args, **kwargs)
+                usage = meter.usage()
+            else:
+                result = target(*args, **kwargs)
+            self.making = True
             encoded = self.codec.encode(result)
             outs = []
             if grad:
@@ -540,9 +388,48 @@ class _Worker:
                 while len(self.graphs) > 32:
                     self.graphs.pop(next(iter(self.graphs)))
         except BaseException as exc:  # noqa: BLE001 -- the candidate's failure, reported as data
-            self.send(op="raise", changes=self.changes(), seconds=time.monotonic() - started, **self.failure(exc))
+            self.send(op="raise", **self.tail(), seconds=time.monotonic() - started, attempts=self.attempts,
+                      **self.failure(exc))
             return
-        self.send(op="return", v=encoded, changes=self.changes(), grads=len(outs) if grad else 0)
+        reply = {"usage": usage} if usage is not None else {}
+        self.send(op="return", v=encoded, **self.tail(), grads=len(outs) if grad else 0,
+                  attempts=self.attempts, **reply)
+
+    def calls(self, msg: dict) -> None:
+        """A batch of method calls on one object of the candidate's, run in order: one round trip for what would
+        otherwise be thousands. Call ``i`` is ``methods[which[i]](*args[pos:pos + arity[i]])``, ``args`` being every
+        call's arguments one after the other (flat lists of ints travel as they are). Stops at the first
+        exception and says which call raised (``index``)."""
+        try:
+            obj = self.objects[msg["target"]]
+            methods, which, arity = msg.get("methods"), msg.get("which"), msg.get("arity")
+            args = self.codec.decode(msg.get("args", []))
+            if not (isinstance(methods, list) and all(type(m) is str for m in methods)
+                    and isinstance(which, list) and isinstance(arity, list) and len(which) == len(arity)
+                    and all(type(w) is int and 0 <= w < len(methods) for w in which)
+                    and all(type(a) is int and a >= 0 for a in arity)
+                    and isinstance(args, list) and sum(arity) == len(args)):
+                raise WireError("a malformed batch of calls")
+        except (WireError, KeyError) as exc:
+            self.send(op="garbled", message=str(exc))
+            return
+        started = time.monotonic()
+        i = 0
+        try:
+            table = [getattr(obj, m) for m in methods]
+            out = []
+            pos = 0
+            for i in range(len(which)):
+                n = arity[i]
+                out.append(table[which[i]](*args[pos:pos + n]))
+                pos += n
+            self.making = True
+            encoded = self.codec.encode(out)
+        except BaseException as exc:  # noqa: BLE001 -- the candidate's failure, reported as data
+            self.send(op="raise", **self.tail(), seconds=time.monotonic() - started, attempts=self.attempts,
+                      index=i, **self.failure(exc))
+            return
+        self.send(op="return", v=encoded, **self.tail(), attempts=self.attempts)
 
     def backward(self, msg: dict) -> None:
         try:
@@ -568,20 +455,10 @@ class _Worker:
                 self.load_nodes(reply.get("nodes"))
                 return self.codec.decode(reply.get("v"))
             if reply["op"] == "error":
+                if reply.get("stop"):
+                    raise JudgeStop(str(reply.get("message", ""))[:300])
                 raise AttributeError(str(reply.get("message", ""))[:300])
             self.serve(reply)  # the judge may call back in (nothing does today)
-
-
-def _tensors(x):
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
-        yield x
-    elif type(x) in (list, tuple):
-        for v in x:
-            yield from _tensors(v)
-    elif type(x) is dict:
-        for v in x.values():
-            yield from _tensors(v)
 
 
 def _grad_leaves(args, kwargs) -> list:
@@ -614,6 +491,87 @@ class _JudgeObject:
         return "TreeNode(...)"
 
 
+class _JudgeKey:
+    """A judge-owned counted key (``{"k": id}``): it holds no value here. ``==``, ``!=``, ``<``, ``<=``, ``>``,
+    ``>=`` and ``hash()`` are each a request the judge answers and counts, so a kata can count the comparisons
+    (or hash lookups) an algorithm makes where the candidate cannot reach the count. A comparison with anything
+    but another key of the same kind is ``NotImplemented`` (no number can probe a key's value), and the id is a
+    random number (not even the order in which keys were made leaks)."""
+
+    __slots__ = ("_w", "_jid", "__weakref__")
+
+    def __init__(self, worker: _Worker, jid: int):
+        object.__setattr__(self, "_w", worker)
+        object.__setattr__(self, "_jid", jid)
+
+    def _ask(self, name: str, other=None, with_other: bool = True):
+        w = object.__getattribute__(self, "_w")
+        msg = {"op": "compare" if with_other else "hash", "target": object.__getattribute__(self, "_jid")}
+        if with_other:
+            if not isinstance(other, _JudgeKey):
+                return NotImplemented  # a key is compared only with keys: nothing else is sent
+            msg["name"] = name
+            msg["v"] = w.codec.encode(other)
+        return w.ask_judge(**msg)
+
+    def _cmp(self, name: str, other):
+        r = self._ask(name, other)
+        if r is NotImplemented or r is None:
+            return NotImplemented
+        if type(r) is not bool:
+            raise TypeError("the judge answered a comparison with something else than a bool")
+        return r
+
+    def __eq__(self, other):
+        return self._cmp("__eq__", other)
+
+    def __ne__(self, other):
+        return self._cmp("__ne__", other)
+
+    def __lt__(self, other):
+        return self._cmp("__lt__", other)
+
+    def __le__(self, other):
+        return self._cmp("__le__", other)
+
+    def __gt__(self, other):
+        return self._cmp("__gt__", other)
+
+    def __ge__(self, other):
+        return self._cmp("__ge__", other)
+
+    def __hash__(self):
+        r = self._ask("__hash__", with_other=False)
+        if type(r) is not int:
+            raise TypeError("the judge answered a hash with something else than an int")
+        return r
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"a key has no attributes ({name!r}): compare keys with each other, or hash them")
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("a key cannot be written")
+
+    def __repr__(self) -> str:
+        return "Key(?)"
+
+
+def _allocated(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` under tracemalloc: the result, and the most Python memory the call held at once
+    beyond what existed before it (``peak_bytes``). ``traced`` is False if tracing was stopped under it."""
+    tm = _TM
+    tm["start"]()
+    tm["reset_peak"]()
+    base = tm["get_traced_memory"]()[0]
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        held = tm["is_tracing"]()
+        peak = tm["get_traced_memory"]()[1] if held else 0
+        tm["stop"]()
+    return result, {"peak_bytes": max(0, peak - base), "reads": [], "traced": bool(held)}
+
+
 def _node_class(worker: _Worker, fields: tuple[str, ...]):
     """The class of the worker's copies of judge-owned tree nodes: plain slots, writes remembered."""
 
@@ -638,9 +596,11 @@ def _node_class(worker: _Worker, fields: tuple[str, ...]):
                                  "__init__": __init__, "__repr__": __repr__})
 
 
-def _guard(worker: _Worker, deny_paths: list[str]) -> None:
-    """An audit hook: importing the judge's own packages, opening files under the checkout and any
-    network use are refused and remembered (the sandbox hides them too; this names the attempt)."""
+def _guard(worker: _Worker, deny_paths: list[str], recursion_limit: int | None) -> None:
+    """An audit hook: importing the judge's own packages, opening files under the checkout, starting a
+    process and any network use are refused and remembered (the sandbox refuses them too; this names
+    the attempt). With ``recursion_limit`` (a kata that asks for an iterative solution), Python's
+    recursion limit stays there: ``sys.setrecursionlimit`` is remembered and changes nothing."""
     deny_paths = [os.path.realpath(p) + os.sep for p in deny_paths]
 
     def hook(event: str, args: tuple) -> None:
@@ -653,20 +613,53 @@ def _guard(worker: _Worker, deny_paths: list[str]) -> None:
             path = os.path.realpath(os.fsdecode(args[0]))
             if any(path.startswith(p) for p in deny_paths):
                 worker.attempts.append(f"open {path}")
-                raise PermissionError(f"the judge runs your code alone: {path} cannot be read here")
+                raise Refused(f"the judge runs your code alone: {path} cannot be read here")
         elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
             worker.attempts.append(f"network ({event})")
-            raise PermissionError("the judge runs your code without network access")
+            raise Refused("the judge runs your code without network access")
+        elif event in PROCESS_EVENTS:
+            worker.attempts.append(f"start a process ({event})")
+            raise Refused(f"the judge runs your code in one process: it cannot start another ({event})")
 
     sys.addaudithook(hook)
+    _keep_tracemalloc(worker)
+    if recursion_limit:
+        sys.setrecursionlimit(recursion_limit)
+
+        def setrecursionlimit(n):
+            worker.attempts.append(f"sys.setrecursionlimit({n!r}) (this kata keeps the limit at {recursion_limit})")
+
+        sys.setrecursionlimit = setrecursionlimit
 
 
-CHANNEL_LOST = 86  # exit status: the pipes to the judge were closed or broken under us
+def _keep_tracemalloc(worker: _Worker) -> None:
+    """The judge measures Python memory with tracemalloc (``_allocated``): keep its functions for the worker
+    and leave the candidate stand-ins that refuse (and name the attempt) to start, stop or reset it."""
+    import tracemalloc
+
+    import _tracemalloc
+
+    for name in ("start", "stop", "reset_peak", "get_traced_memory", "is_tracing", "clear_traces"):
+        _TM[name] = getattr(tracemalloc, name)
+
+    def refused(name: str):
+        def stand_in(*args, **kwargs):
+            worker.attempts.append(f"tracemalloc.{name}() (the judge measures memory with it)")
+            raise Refused(f"the judge measures your code's memory with tracemalloc: tracemalloc.{name}() is refused")
+
+        return stand_in
+
+    for mod in (tracemalloc, _tracemalloc):
+        for name in ("start", "stop", "reset_peak", "clear_traces"):
+            if hasattr(mod, name):
+                setattr(mod, name, refused(name))
 
 
 def main(argv: list[str]) -> int:
+    if argv[1:2] == ["--probe"]:  # can this interpreter start here (as this uid)? the judge asks before a run
+        return 0
     rfd, wfd = int(argv[1]), int(argv[2])
-    sys.setrecursionlimit(1000)
+    sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
     try:
         _Worker(rfd, wfd).run()
     except OSError:

@@ -26,16 +26,18 @@ from ..schema import Entry
 from .select import matches
 from .session import ask
 from .store import Store, now_utc
-from .ui import clock
+from .ui import ask_line, clock
 
 STAGES = [("warm-up", 1, 1), ("core", 2, 2), ("core", 2, 2), ("deep", 3, 2)]
 KATA_WEIGHT = 3
 STAGE_ZH = {"warm-up": "热身", "core": "核心", "deep": "深挖", "kata": "手撕代码"}
 
 
-def plan(kb: KnowledgeBase, store: Store, company: str | None) -> list[tuple[str, Entry, int]]:
+def plan(kb: KnowledgeBase, store: Store, company: str | None, topic: str | None = None
+         ) -> list[tuple[str, Entry, int]]:
     """``[(stage, entry, weight)]``, one entry per stage of its difficulty (a stage with none left is
-    dropped): prefer the company's questions, then due reviews, then unseen ones, then file order."""
+    dropped): prefer the company's questions, then the topic's, then due reviews, then unseen ones, then file
+    order."""
     cards = store.cards()
     now_iso = now_utc().isoformat()
     used: set[str] = set()
@@ -47,9 +49,10 @@ def plan(kb: KnowledgeBase, store: Store, company: str | None) -> list[tuple[str
 
         def key(e: Entry) -> tuple:
             at_company = bool(company) and matches(e, None, company, None)
+            on_topic = bool(topic) and matches(e, topic, None, None)
             due = e.id in cards and cards[e.id][0] <= now_iso
             unseen = e.id not in cards
-            return (not at_company, not due, not unseen)
+            return (not at_company, not on_topic, not due, not unseen)
 
         best = min(pool, key=key)  # min keeps file order among equals
         used.add(best.id)
@@ -60,33 +63,44 @@ def plan(kb: KnowledgeBase, store: Store, company: str | None) -> list[tuple[str
     return out
 
 
-def pick_kata(root: Path, kb: KnowledgeBase, company: str | None):
+def pick_kata(root: Path, kb: KnowledgeBase, company: str | None, *, topic: str | None = None,
+              track: str | None = None, store: Store | None = None):
+    """The coding question of the round, from any track (``track`` keeps one): prefer a kata whose entry was asked
+    at ``company``, then one on ``topic``, then one whose entry is due for review, then one never rehearsed, then
+    registry order. ``(kata, entry)``, or ``(None, None)`` when no kata fits."""
     from .katas import available, entry_for
 
-    katas = available(root)
+    katas = [k for k in available(root) if track is None or k.track == track]
     if not katas:
         return None, None
+    cards = store.cards() if store is not None else {}
+    now_iso = now_utc().isoformat()
     scored = []
     for i, k in enumerate(katas):
         e = entry_for(kb, k)
         at_company = bool(company and e is not None and matches(e, None, company, None))
-        scored.append((not at_company, e is None, i, k, e))
-    _, _, _, k, e = min(scored, key=lambda x: x[:3])
+        on_topic = bool(topic and e is not None and matches(e, topic, None, None))
+        eid = e.id if e is not None else k.entry
+        due = eid in cards and cards[eid][0] <= now_iso
+        unseen = eid not in cards
+        scored.append(((not at_company, not on_topic, e is None, not due, not unseen, i), k, e))
+    _, k, e = min(scored, key=lambda x: x[0])
     return k, e
 
 
 def _input(prompt: str) -> str:
     try:
-        return input(prompt)
+        return ask_line(prompt)
     except EOFError:
         return "skip"
 
 
 def run_mock(console: Console, root: Path, kb: KnowledgeBase, store: Store, *, lang: str, minutes: int,
-             company: str | None, out: Path | None, kata_dir: Path, timeout: float) -> Path | None:
+             company: str | None, out: Path | None, kata_dir: Path, timeout: float, track: str | None = None,
+             topic: str | None = None) -> Path | None:
     zh = lang == "zh"
-    stages = plan(kb, store, company)
-    kata, kata_entry = pick_kata(root, kb, company)
+    stages = plan(kb, store, company, topic)
+    kata, kata_entry = pick_kata(root, kb, company, topic=topic, track=track, store=store)
     weights = [w for (_, _, w) in stages] + ([KATA_WEIGHT] if kata else [])
     unit = minutes * 60 / max(1, sum(weights))
     round_start = time.monotonic()
@@ -185,7 +199,8 @@ def _default_report_path() -> Path:
 
 def _kata_stage(console, root, store, kata, entry, lang, kata_dir: Path, timeout, budget, round_start, minutes,
                 n_total) -> dict:
-    from .judge import judge, print_result, record_review
+    from .judge import judge
+    from .judge_report import clean, print_outcome, print_result, record_review
     from .katas import stub
 
     zh = lang == "zh"
@@ -198,7 +213,7 @@ def _kata_stage(console, root, store, kata, entry, lang, kata_dir: Path, timeout
     path = kata_dir / f"{kata.name}.py"
     if path.exists():
         path = kata_dir / f"{kata.name}_{datetime.now().strftime('%H%M%S')}.py"
-    path.write_text(stub(root, kata), encoding="utf-8")
+    path.write_text(stub(root, kata, lang), encoding="utf-8")
     console.print((f"已写入代码模板 {path}：实现 `{kata.symbol}`，完成后按回车评测（输入 skip 跳过）。" if zh else
                    f"Stub written to {path}: implement `{kata.symbol}`, then press Enter to judge it "
                    "(type skip to skip)."), markup=False, soft_wrap=True)
@@ -212,17 +227,15 @@ def _kata_stage(console, root, store, kata, entry, lang, kata_dir: Path, timeout
         row["missed"] = [f"kata {kata.name}: skipped"]
         return row
     res = judge(root, kata, path, timeout=timeout, on_result=lambda r: print_result(console, r))
-    if res.fatal:
-        console.print(f"FAILED: {res.fatal}", markup=False, style="bold red", soft_wrap=True)
-    console.print(res.summary(), markup=False, style="bold green" if res.ok else "bold red")
+    print_outcome(console, res)
     over = seconds > budget
     console.print(f"⏱ {clock(seconds)} / {clock(budget)}" + ((" 超时" if zh else " over time") if over else ""),
                   markup=False, style="red" if over else "green")
     row["covered"] = [p.name for p in res.props if p.passed]
-    row["missed"] = [p.name for p in res.props if not p.passed] or ([res.fatal] if res.fatal else [])
+    row["missed"] = [p.name for p in res.props if not p.passed] or ([clean(res.fatal)] if res.fatal else [])
     saved = record_review(root, store, kata, res, lang)
     if saved:
-        console.print(saved, markup=False, style="dim")
+        console.print(saved, markup=False, style="dim", soft_wrap=True)
     row["rating"] = 3 if res.ok else 1
     return row
 

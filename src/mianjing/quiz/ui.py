@@ -105,6 +105,59 @@ def _line_editing() -> None:
             pass
 
 
+def ask_line(prompt: str) -> str:
+    """``input(prompt)``, with Ctrl-C acted on within a twentieth of a second whenever it comes.
+
+    CPython's readline ``input()`` notices a signal only when its ``select()`` on the terminal is
+    interrupted. A Ctrl-C whose handler runs anywhere else inside the call -- while the prompt is
+    written and the terminal set up, or while a keystroke is handled; the window a loaded machine
+    widens, since the candidate types as soon as the prompt text shows -- only sets Python's flag,
+    and ``select()`` then sleeps until the next key: the terminal threw the typed-ahead keys away
+    with the ^C, so nothing happens at all. So the line is read in a helper thread and the main
+    thread (the one Python runs signal handlers in) waits with a short timeout, acting on a pending
+    signal every time it wakes. On KeyboardInterrupt the terminal settings readline changed are put
+    back; every caller ends the program then (the helper stays blocked in ``select()`` until exit).
+    EOFError (Ctrl-D) and the line come back as from ``input()``.
+    """
+    import sys
+
+    if threading.current_thread() is not threading.main_thread():
+        return input(prompt)
+    saved = None
+    try:
+        import termios
+
+        if sys.stdin.isatty():
+            saved = termios.tcgetattr(sys.stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        pass
+    box: dict = {}
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            box["line"] = input(prompt)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the main thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    try:  # start() too: the helper may reach readline, and the Ctrl-C land, before start() returns
+        threading.Thread(target=read, name="mianjing-input", daemon=True).start()
+        while not done.wait(0.05):
+            pass
+    except KeyboardInterrupt:
+        if saved is not None:
+            try:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, saved)
+            except (OSError, ValueError):
+                pass
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["line"]
+
+
 def read_answer(console: Console, lang: str, budget: float | None = None, on_prompt=None) -> str:
     """Lines until an empty line or EOF (Ctrl-D). Ctrl-C propagates (KeyboardInterrupt).
 
@@ -118,7 +171,7 @@ def read_answer(console: Console, lang: str, budget: float | None = None, on_pro
     with TitleClock(budget):
         while True:
             try:
-                line = input("> ")
+                line = ask_line("> ")
             except EOFError:
                 console.print()
                 break
@@ -134,7 +187,7 @@ def read_ticks(console: Console, lang: str, ticks: list[bool]) -> list[bool] | N
     while True:
         console.print(t("ticks", lang), markup=False, style="cyan")
         try:
-            raw = input("points> ").strip().casefold()
+            raw = ask_line("points> ").strip().casefold()
         except EOFError:
             return None
         if raw == "":
@@ -162,7 +215,7 @@ def read_rating(console: Console, lang: str, suggested: int) -> int | None:
     while True:
         console.print(prompt, markup=False, style="bold cyan")
         try:
-            raw = input("rating> ").strip().casefold()
+            raw = ask_line("rating> ").strip().casefold()
         except EOFError:
             return None
         if raw == "":
@@ -179,4 +232,4 @@ def clock(seconds: float) -> str:
     return f"{s // 60:02d}:{s % 60:02d}"
 
 
-__all__ = ["RATINGS", "read_answer", "read_rating", "read_ticks", "clock", "t", "LABELS"]
+__all__ = ["RATINGS", "ask_line", "read_answer", "read_rating", "read_ticks", "clock", "t", "LABELS"]

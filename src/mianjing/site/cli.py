@@ -50,11 +50,8 @@ def _logging(strict: bool) -> None:
 
 
 def _build(root: Path, strict: bool, site_dir: Path | None) -> Path:
-    import os
-
     from . import SiteError, build
 
-    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     _logging(strict)
     try:
         res = build(root, strict=strict, site_dir=site_dir)

@@ -136,13 +136,17 @@ class Code:
         return f'<div class="mj-src">{self.title(snip, root_prefix)}{self._block(snip.path, snip.start, snip.end)}</div>'
 
     def lazy(self, snip: Snippet, root_prefix: str, note: str) -> str:
+        """A placeholder as tall as the listing it loads (the note, then blank lines in the same box), so that
+        nothing below it moves when the code arrives: a link to a heading further down lands where it points."""
         self.files.add(snip.path)
         text = (self.root / snip.path).read_bytes()
         key = hashlib.sha256(f"{snip.path}\0{snip.start}\0{snip.end}\0".encode() + text).hexdigest()[:16]
         self.fragments[key] = _Fragment(snip.path, snip.start, snip.end)
         url = f"{root_prefix}{SRC_DIR}/_/{key}.html"
+        lines = f'<span class="mj-line">{html.escape(note)}</span>\n' + '<span class="mj-line"> </span>\n' * (snip.end - snip.start)
         return (f'<div class="mj-src mj-lazy" data-src="{html.escape(url)}" data-search-exclude>'
-                f'{self.title(snip, root_prefix)}<p class="mj-note">{html.escape(note)}</p></div>')
+                f'{self.title(snip, root_prefix)}<div class="language-python highlight mj-code mj-reserve"><pre><code '
+                f'class="mj-lines" style="counter-reset: mj-line {snip.start - 1}">{lines}</code></pre></div></div>')
 
     # ------------------------------------------------------------------ the files
 
@@ -161,32 +165,42 @@ class Code:
 
 
 def _file_page(path: str, lines: list[str], root: str) -> str:
-    body = "".join(f'<span class="l" id="L{i}"><a class="n" href="#L{i}">{i}</a>{line or " "}</span>\n'
-                   for i, line in enumerate(lines, 1))
+    body = "".join(f'<span class="l" id="L{i}"><a class="n" href="#L{i}">{i}</a>{line or " "}</span>'
+                   for i, line in enumerate(lines, 1))  # block spans: a newline between them would be a blank line
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{html.escape(path)} · mianjing</title><meta name="robots" content="noindex"><link rel="icon" href="data:,">
-<style>{_PAGE_CSS}</style></head>
-<body><header><a href="{root}">mianjing 面经</a> / <code>{html.escape(path)}</code></header>
-<pre class="highlight"><code>{body}</code></pre>
+<script>{_THEME_JS.replace("ROOT", root)}</script><style>{_PAGE_CSS}</style></head>
+<body><header><a href="{root}">mianjing 面经</a><h1><code>{html.escape(path)}</code></h1></header>
+<main><pre class="highlight" tabindex="0"><code>{body}</code></pre></main>
 <script>{_PAGE_JS}</script></body></html>
 """
 
 
+# the theme the reader chose on the site (mkdocs-material keeps it in localStorage under the site's root)
+_THEME_JS = """(function(){try{var p=JSON.parse(localStorage.getItem(new URL("ROOT",location).pathname+".__palette"));
+var s=p&&p.color&&p.color.scheme;if(s)document.documentElement.setAttribute("data-theme",s==="slate"?"dark":"light");}catch(e){}})();"""
+
+_DARK = "--bg:#1e2129;--fg:#ddd;--rule:#333;--a:#8c9eff;--num:#9e9e9e;--hit:#4a3f10;--k:#ce93d8;--s:#a5d6a7;--c:#b0b0b0;--m:#ef9a9a;--f:#90caf9;--b:#ffcc80"
 _PAGE_CSS = """
-body{margin:0;font:14px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#fff;color:#222}
-header{font-family:system-ui,sans-serif;padding:.6em 1em;border-bottom:1px solid #ddd;overflow-wrap:anywhere}
-header a{color:#3f51b5}
+:root{--bg:#fff;--fg:#222;--rule:#ddd;--a:#3f51b5;--num:#6b6b6b;--hit:#fff3c4;--k:#7b1fa2;--s:#2e7d32;--c:#616161;--m:#c62828;--f:#1565c0;--b:#a84300}
+html[data-theme=dark]{""" + _DARK + """}
+@media (prefers-color-scheme:dark){html:not([data-theme=light]){""" + _DARK + """}}
+body{margin:0;font:14px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--bg);color:var(--fg)}
+header{font-family:system-ui,sans-serif;padding:.6em 1em;border-bottom:1px solid var(--rule);overflow-wrap:anywhere}
+header a{color:var(--a)}
+h1{font-size:1rem;font-weight:600;margin:.2em 0 0}h1 code{font-size:inherit}
 pre{margin:0;padding:.5em 0;overflow-x:auto}
-.l{display:block;padding-right:1em;white-space:pre}
-.l:target,.l.hit{background:#fff3c4}
-.n{display:inline-block;width:3.5em;margin-right:1em;text-align:right;color:#999;text-decoration:none;user-select:none}
-.k,.kn,.kd,.kc,.ow{color:#7b1fa2}.s,.s1,.s2,.sd,.sa,.se{color:#2e7d32}.c,.c1,.cm{color:#757575;font-style:italic}
-.mi,.mf,.il{color:#c62828}.nf,.nc{color:#1565c0}.nd,.bp,.nb{color:#ef6c00}
-@media (prefers-color-scheme:dark){body{background:#1e2129;color:#ddd}header{border-color:#333}header a{color:#8c9eff}
-.l:target,.l.hit{background:#4a3f10}.k,.kn,.kd,.kc,.ow{color:#ce93d8}.s,.s1,.s2,.sd,.sa,.se{color:#a5d6a7}
-.c,.c1,.cm{color:#9e9e9e}.mi,.mf,.il{color:#ef9a9a}.nf,.nc{color:#90caf9}.nd,.bp,.nb{color:#ffcc80}}
+.l{display:block;padding-right:1em;white-space:pre;scroll-margin-top:4em}
+.l:target,.l.hit{background:var(--hit)}
+.n{display:inline-block;width:3.5em;margin-right:1em;text-align:right;color:var(--num);text-decoration:none;user-select:none}
+.k,.kn,.kd,.kc,.ow{color:var(--k)}.s,.s1,.s2,.sd,.sa,.se{color:var(--s)}.c,.c1,.cm{color:var(--c);font-style:italic}
+.mi,.mf,.il{color:var(--m)}.nf,.nc{color:var(--f)}.nd,.bp,.nb{color:var(--b)}
 """
 
-_PAGE_JS = """(function(){var m=/^#L(\\d+)(?:-L(\\d+))?$/.exec(location.hash);if(!m)return;
-var a=+m[1],b=+(m[2]||m[1]);for(var i=a;i<=b;i++){var e=document.getElementById('L'+i);if(e)e.classList.add('hit');}})();"""
+# the lines a link names (#L12 or #L12-L30): marked, and the first scrolled to the top
+_PAGE_JS = """(function(){function go(){document.querySelectorAll('.l.hit').forEach(function(e){e.classList.remove('hit');});
+var m=/^#L(\\d+)(?:-L(\\d+))?$/.exec(location.hash);if(!m)return;var a=+m[1],b=+(m[2]||m[1]);
+for(var i=a;i<=b;i++){var e=document.getElementById('L'+i);if(e)e.classList.add('hit');}
+var first=document.getElementById('L'+a);if(first)first.scrollIntoView({block:'start'});}
+go();window.addEventListener('hashchange',go);})();"""

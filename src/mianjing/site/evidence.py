@@ -52,6 +52,16 @@ def _esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+def _key(k) -> str:
+    """A verifier's key as words: ``impl_vs_sympy_points`` -> ``impl vs sympy points``."""
+    return _esc(str(k).replace("_", " "))
+
+
+def _text(v: str) -> str:
+    """A recorded string; a Python or sympy expression reads with ^ for powers (``x**2`` -> ``x^2``)."""
+    return v.replace("**", "^")
+
+
 # ----------------------------------------------------------------------------- quoted figures
 
 
@@ -162,8 +172,11 @@ def _axis(rows: list[dict], keys: list[str]) -> str | None:
 
 
 def _table(rows: list[dict], keys: list[str]) -> str:
-    head = "".join(f"<th>{_esc(k)}</th>" for k in keys)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(fmt(r[k]))}</td>" for k in keys) + "</tr>" for r in rows)
+    head = "".join(f"<th>{_key(k)}</th>" for k in keys)
+    # a number never breaks (the table scrolls instead): at 390 px "1.343e-6" wrapped after its "e-"
+    body = "".join("<tr>" + "".join(f"<td>{_esc(_text(r[k]))}</td>" if isinstance(r[k], str)
+                                    else f'<td class="mj-n">{_esc(fmt(r[k]))}</td>' for k in keys)
+                   + "</tr>" for r in rows)
     return f'<div class="mj-scroll"><table class="mj-ev-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -176,7 +189,7 @@ def _record_plots(groups: list[tuple[str, list[dict]]], keys: list[str]) -> str:
     plots = []
     for k in cols:
         series = [(name, [(float(r[x]), float(r[k])) for r in rows]) for name, rows in groups]
-        plots.append(plot(k, series, x))
+        plots.append(plot(k.replace("_", " "), series, x.replace("_", " ")))
     return '<div class="mj-plots">' + "".join(plots) + "</div>" if plots else ""
 
 
@@ -185,13 +198,15 @@ def _record_plots(groups: list[tuple[str, list[dict]]], keys: list[str]) -> str:
 
 def _inline(value) -> str | None:
     """A short value on one line, or None if it needs a block."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, str):
+        return _esc(_text(value))
+    if value is None or isinstance(value, (bool, int, float)):
         return _esc(fmt(value))
     if isinstance(value, list) and len(value) < MIN_SERIES and all(
             v is None or isinstance(v, (bool, int, float, str)) for v in value):
         return "[" + ", ".join(_esc(fmt(v)) for v in value) + "]"
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return " · ".join(_esc(v) for v in value)
+        return " · ".join(_esc(_text(v)) for v in value)
     if isinstance(value, list) and len(value) <= 6 and all(
             isinstance(v, list) and len(v) <= 8 and all(_is_num(x) for x in v) for v in value):
         return "[" + ", ".join("[" + ", ".join(fmt(x) for x in v) + "]" for v in value) + "]"
@@ -217,7 +232,7 @@ def _block(value, depth: int) -> str:
     for cols, names in by_cols.items():
         groups = [(n, value[n]) for n in names]
         plots = _record_plots(groups, list(cols))
-        tables = "".join(f'<div class="mj-ev-key">{_esc(n)}</div>{_table(rows, list(cols))}' for n, rows in groups)
+        tables = "".join(f'<div class="mj-ev-key">{_key(n)}</div>{_table(rows, list(cols))}' for n, rows in groups)
         blocks.append((names[0], plots + tables))
         done.update(names)
     for k, v in items:
@@ -225,15 +240,15 @@ def _block(value, depth: int) -> str:
             continue
         series = _series_from(v)
         if series is not None:
-            blocks.append((k, plot(k, [("", series)])))
+            blocks.append((k, plot(k.replace("_", " "), [("", series)])))
             continue
         one = _inline(v)
         if one is not None:
-            scalars.append(f"<dt>{_esc(k)}</dt><dd>{one}</dd>")
+            scalars.append(f"<dt>{_key(k)}</dt><dd>{one}</dd>")
         elif isinstance(v, dict):
-            blocks.append((k, f'<div class="mj-ev-key">{_esc(k)}</div><div class="mj-ev-nest">{_block(v, depth + 1)}</div>'))
+            blocks.append((k, f'<div class="mj-ev-key">{_key(k)}</div><div class="mj-ev-nest">{_block(v, depth + 1)}</div>'))
         else:
-            blocks.append((k, f'<div class="mj-ev-key">{_esc(k)}</div>{_fallback(v)}'))
+            blocks.append((k, f'<div class="mj-ev-key">{_key(k)}</div>{_fallback(v)}'))
     order = {k: i for i, (k, _) in enumerate(items)}
     blocks.sort(key=lambda kb: order.get(kb[0], 0))
     out = f'<dl class="mj-ev-dl">{"".join(scalars)}</dl>' if scalars else ""

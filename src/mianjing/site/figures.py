@@ -5,20 +5,27 @@ An entry lists ``figures: [{ref: figures/rl.py::ppo_clip_objective, caption: {zh
 shows by calling ``impls/`` or reading ``benchmarks/results/*.json``.
 
 The key of a figure is a hash of everything that can change the picture: the figure
-module, every module of this checkout it imports (transitively: ``impls/``, ``figures/``),
-every ``benchmarks/results`` file it names, the house style, matplotlib's version and the
-language. SVGs live in ``build/cache/figures/<key>.svg``; only missing ones are drawn, in
-one child process (torch and matplotlib load once there, and the site's pages are built
-meanwhile). Text is drawn as paths (``svg.fonttype: path``), so a reader needs no CJK
-font; the build does (``fonts-wqy-microhei``), and a glyph missing from every font is a
-build problem, as is a Chinese figure without Chinese text or an English one with it.
+module, every module of this checkout it imports (transitively: ``impls/``, ``figures/``;
+the import graph of :mod:`mianjing.imports`) and the data files they name or keep beside
+them, the house style, the versions of matplotlib and of the bundled font, and the
+language. SVGs live in ``build/cache/figures/<key>.svg``; only missing ones are drawn, by
+child processes working through one list in parallel (torch and matplotlib load once in
+each; the site's pages are built meanwhile).
 
-Run as ``python -m mianjing.site.figures ROOT CACHE JOBS_JSON`` (what ``Renderer`` does).
+Fonts come with the project, not the machine: DejaVu Sans (matplotlib's own) and, for
+Chinese, Noto Sans SC from the ``pylopdf-fonts-zh-cn`` wheel pinned in the ``site`` extra,
+registered with matplotlib by file path when drawing starts (no system font and no font
+cache is consulted for it). Text is drawn as paths (``svg.fonttype: path``), so a reader
+needs no font either. A glyph missing from both fonts is a build problem, as is a Chinese
+figure without Chinese text or an English one with it.
+
+Run as ``python -m mianjing.site.figures ROOT CACHE JOBS_JSON CLAIMS START`` (what ``Renderer``
+does: each child starts at its own place in the list and claims a job by creating
+``CLAIMS/<file>``, so no figure is drawn twice and the children finish together).
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -30,18 +37,24 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-VERSION = "3"  # bump when the drawing or the SVG post-processing changes
+VERSION = "5"  # bump when the drawing or the SVG post-processing changes
+
+# A figure is shown at the size it is drawn (1 pt = 4/3 CSS px), at most as wide as the text column: 358 CSS px on a
+# 390 px phone (tests/site/test_reader.py measures it). Its smallest text must still be PHONE_TEXT_PX there, so a
+# figure 5 in wide needs text of 9 pt and more; the house style below meets that at its own size.
+PHONE_COLUMN_PX = 358
+PHONE_TEXT_PX = 9
 
 STYLE = {
-    "font.family": ["DejaVu Sans"],  # + the first installed font of CJK_FONTS, as a fallback
-    "font.size": 9.5,
+    "font.family": ["DejaVu Sans", "Noto Sans SC"],  # Latin from the first, Chinese from the bundled second
+    "font.size": 10,
     "axes.titlesize": 10,
-    "axes.labelsize": 9.5,
-    "legend.fontsize": 8.5,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9.5,
     "legend.frameon": False,
-    "xtick.labelsize": 8.5,
-    "ytick.labelsize": 8.5,
-    "figure.figsize": [6.4, 3.0],
+    "xtick.labelsize": 9.5,
+    "ytick.labelsize": 9.5,
+    "figure.figsize": [5.0, 3.2],
     "figure.dpi": 100,
     "axes.spines.top": False,
     "axes.spines.right": False,
@@ -54,8 +67,9 @@ STYLE = {
     "svg.hashsalt": "mianjing",
 }
 
-
-CJK_FONTS = ("WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC")
+# The Chinese font: (distribution, package, file) -- Noto Sans SC (SIL OFL 1.1; every GB 2312 and GBK
+# character but one, all of CJK Unified Ideographs), 8 MB, pinned in pyproject's site extra.
+CJK_FONT = ("pylopdf-fonts-zh-cn", "pylopdf_fonts_zh_cn", "NotoSansSC-Regular.otf")
 
 
 @dataclass(frozen=True)
@@ -74,68 +88,20 @@ class Job:
 # ----------------------------------------------------------------------------- keys
 
 
-def _module_file(root: Path, dotted: str) -> list[Path]:
-    """The file(s) a dotted module name loads inside this checkout: package __init__s and the module."""
-    parts = dotted.split(".")
-    out: list[Path] = []
-    for i in range(1, len(parts) + 1):
-        base = root.joinpath(*parts[:i])
-        if (base / "__init__.py").is_file():
-            out.append(base / "__init__.py")
-        elif i == len(parts) and base.with_suffix(".py").is_file():
-            out.append(base.with_suffix(".py"))
-    return out
-
-
-def _imports(root: Path, path: Path) -> tuple[list[Path], list[str]]:
-    """Files of this checkout that ``path`` imports, and the ``*.json`` names its string constants mention."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return [], []
-    rel_pkg = path.relative_to(root).parent.as_posix().replace("/", ".")
-    files: list[Path] = []
-    jsons: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                files += _module_file(root, a.name)
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level:
-                base = rel_pkg.split(".")[: len(rel_pkg.split(".")) - (node.level - 1)]
-                mod = ".".join([*base, mod] if mod else base)
-            files += _module_file(root, mod)
-            for a in node.names:  # from impls.rl import ppo
-                files += [f for f in _module_file(root, f"{mod}.{a.name}") if f.name != "__init__.py" or f.parent.name == a.name]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".json"):
-            jsons.append(node.value)
-    return files, jsons
-
-
-def inputs(root: Path, module: Path) -> list[Path]:
+def inputs(root: Path, module: Path, graph: dict[str, set[str]] | None = None) -> list[Path]:
     """Every file whose content can change the figures of ``module``, in a stable order."""
-    seen: dict[Path, None] = {}
-    todo = [module]
-    results = root / "benchmarks" / "results"
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen[p] = None
-        files, jsons = _imports(root, p)
-        todo += [f for f in files if f not in seen]
-        for name in jsons:
-            for cand in (root / name, results / Path(name).name):
-                if cand.is_file():
-                    seen.setdefault(cand, None)
-                    break
-    return sorted(seen, key=lambda q: q.relative_to(root).as_posix())
+    from ..imports import closure, data_files, import_graph, module_name, project_modules
+
+    files = project_modules(root, ("impls", "figures"))
+    graph = graph if graph is not None else import_graph(root, ("impls", "figures"))
+    name = module_name(module.relative_to(root).as_posix())
+    code = [files[m] for m in closure(graph, [name]) if m in files] or [module]
+    return sorted({*code, *data_files(root, code)}, key=lambda q: q.relative_to(root).as_posix())
 
 
-def _mpl_version() -> str:
+def _version(dist: str) -> str:
     try:
-        return metadata.version("matplotlib")
+        return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "none"
 
@@ -144,14 +110,19 @@ def keys_for(root: Path, refs: list[str], langs=("zh", "en")) -> dict[tuple[str,
     """(ref, lang) -> Job with its content key, for every figure ref."""
     digests: dict[str, str] = {}
     out: dict[tuple[str, str], Job] = {}
-    common = json.dumps([VERSION, _mpl_version(), STYLE], sort_keys=True).encode()
+    common = json.dumps([VERSION, _version("matplotlib"), _version(CJK_FONT[0]), STYLE], sort_keys=True).encode()
+    graph = None
     for ref in refs:
         path = ref.split("::", 1)[0]
         if path not in digests:
             h = hashlib.sha256(common)
             module = root / path
             if module.is_file():
-                for f in inputs(root, module):
+                if graph is None:
+                    from ..imports import import_graph
+
+                    graph = import_graph(root, ("impls", "figures"))
+                for f in inputs(root, module, graph):
                     h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
             digests[path] = h.hexdigest()
         for lang in langs:
@@ -163,44 +134,67 @@ def keys_for(root: Path, refs: list[str], langs=("zh", "en")) -> dict[tuple[str,
 # ----------------------------------------------------------------------------- rendering (parent side)
 
 
+def drawing_processes(n_missing: int) -> int:
+    """Drawing processes for ``n_missing`` figures: one per core (``MIANJING_FIGURE_JOBS`` overrides),
+    and at least four figures each, since every process first imports torch and matplotlib."""
+    want = os.environ.get("MIANJING_FIGURE_JOBS", "")
+    n = int(want) if want.isdigit() and int(want) > 0 else (os.cpu_count() or 1)
+    return max(1, min(n, -(-n_missing // 4)))
+
+
 class Renderer:
-    """Draws the figures missing from the cache in one child process, while the pages build."""
+    """Draws the figures missing from the cache in parallel child processes, while the pages build."""
 
     def __init__(self, root: Path, cache: Path, jobs: list[Job]):
         self.root, self.cache = root, cache
         self.jobs = list(dict.fromkeys(jobs))
-        self.missing = [j for j in self.jobs if not (cache / j.file).is_file()]
-        self.proc: subprocess.Popen | None = None
+        # grouped by module, so that a child mostly draws the figures of the modules it has imported
+        self.missing = sorted((j for j in self.jobs if not (cache / j.file).is_file()), key=lambda j: (j.ref, j.lang))
+        self.procs: list[subprocess.Popen] = []
+        self.claims: str | None = None
+        self.workers = 0  # drawing processes started
         self.started = time.perf_counter()
         self.seconds = 0.0
         if self.missing:
+            import tempfile
+
             cache.mkdir(parents=True, exist_ok=True)
+            self.claims = tempfile.mkdtemp(prefix=".claims-", dir=cache)
             env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
                 [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]))
             jobs = json.dumps([[j.ref, j.lang, j.file] for j in self.missing])
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mianjing.site.figures", str(root), str(cache), jobs],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+            n = self.workers = drawing_processes(len(self.missing))
+            for i in range(n):
+                start = str(i * len(self.missing) // n)
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "mianjing.site.figures", str(root), str(cache), jobs, self.claims, start],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                    cwd=root))
 
     def wait(self, timeout: float = 600) -> list[str]:
         """Problems (one line each) once every figure is drawn or has failed."""
         problems: list[str] = []
-        if self.proc is not None:
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
             try:
-                out, err = self.proc.communicate(timeout=timeout)
+                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                out, err = self.proc.communicate()
+                proc.kill()
+                out, err = proc.communicate()
                 problems.append(f"figures: drawing took more than {timeout:.0f} s; stopped")
-            for line in out.splitlines():
-                if line.startswith("{"):
-                    rec = json.loads(line)
-                    problems.append(f"figure {rec['ref']} ({rec['lang']}): {rec['problem']}")
-            if self.proc.returncode not in (0, None) and not problems:
-                tail = " ".join(err.strip().splitlines()[-1:]) or f"exit status {self.proc.returncode}"
-                problems.append(f"figures: the drawing process failed: {tail}")
-            self.proc = None
+            lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+            problems += [f"figure {rec['ref']} ({rec['lang']}): {rec['problem']}" for rec in lines]
+            if proc.returncode not in (0, None) and not lines:
+                tail = " ".join(err.strip().splitlines()[-1:]) or f"exit status {proc.returncode}"
+                problems.append(f"figures: a drawing process failed: {tail}")
+        self.procs = []
+        if self.claims is not None:
+            import shutil
+
+            shutil.rmtree(self.claims, ignore_errors=True)
+            self.claims = None
         self.seconds = time.perf_counter() - self.started if self.missing else 0.0
+        problems = list(dict.fromkeys(problems))
         for j in self.jobs:
             if not (self.cache / j.file).is_file() and not any(j.ref in p and f"({j.lang})" in p for p in problems):
                 problems.append(f"figure {j.ref} ({j.lang}): not drawn")
@@ -213,6 +207,19 @@ class Renderer:
             if j.lang == lang and (self.cache / j.file).is_file():
                 data = (self.cache / j.file).read_bytes()
                 (dest / j.file).write_bytes(data)
+
+    def sizes(self) -> dict[str, tuple[float, float]]:
+        """Each drawn figure's width and height in CSS pixels (its SVG's, in points, times 4/3)."""
+        out = {}
+        for j in self.jobs:
+            try:
+                head = (self.cache / j.file).read_bytes()[:600].decode("utf-8", "replace")
+            except OSError:
+                continue
+            m = re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"', head)
+            if m:
+                out[j.file] = (float(m.group(1)) * 4 / 3, float(m.group(2)) * 4 / 3)
+        return out
 
     def prune(self) -> None:
         """Forget SVGs no figure of this checkout uses any more."""
@@ -228,6 +235,46 @@ class Renderer:
 
 def _has_cjk(text: str) -> bool:
     return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text)
+
+
+def cjk_font_file() -> Path | None:
+    """The bundled Noto Sans SC file (found without importing its package), None if not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(CJK_FONT[1])
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / CJK_FONT[2]
+        if path.is_file():
+            return path
+    return None
+
+
+_registered: list[str] = []
+
+
+def register_fonts() -> str | None:
+    """Add the bundled Chinese font to matplotlib's font manager by its path (once per process) and make
+    it the only font of its family name, so that no system copy and no stale font cache can stand in.
+    Returns why it cannot be used, or None."""
+    if _registered:
+        return None
+    path = cjk_font_file()
+    if path is None:
+        return (f"no Chinese font: {CJK_FONT[0]} is not installed (pip install -e '.[site]' or make setup; "
+                "it is a dependency of the site)")
+    from matplotlib import font_manager
+
+    fm = font_manager.fontManager
+    name = font_manager.FontProperties(fname=str(path)).get_name()
+    if name != STYLE["font.family"][1]:
+        return f"the bundled font {path.name} is named {name!r}, not {STYLE['font.family'][1]!r}"
+    fm.ttflist = [f for f in fm.ttflist if f.name != name]
+    fm.addfont(str(path))  # clears the font lookup cache too
+    _registered.append(str(path))
+    return None
 
 
 def draw(root: Path, ref: str, lang: str) -> tuple[bytes | None, list[str]]:
@@ -246,15 +293,14 @@ def draw(root: Path, ref: str, lang: str) -> tuple[bytes | None, list[str]]:
     module = path[:-3].replace("/", ".")
     style = {k: v for k, v in STYLE.items() if k != "axes.prop_cycle.colors"}
     from cycler import cycler
-    from matplotlib import font_manager
 
     style["axes.prop_cycle"] = cycler(color=STYLE["axes.prop_cycle.colors"])
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    cjk = next((f for f in CJK_FONTS if f in installed), None)
-    style["font.family"] = [*STYLE["font.family"], *([cjk] if cjk else [])]
     problems: list[str] = []
-    if cjk is None and lang == "zh":
-        problems.append(f"no Chinese font installed (one of {', '.join(CJK_FONTS)}; apt install fonts-wqy-microhei)")
+    no_font = register_fonts()
+    if no_font is not None:
+        if lang == "zh":
+            problems.append(no_font)
+        style["font.family"] = STYLE["font.family"][:1]
     with matplotlib.rc_context(style), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -276,11 +322,40 @@ def draw(root: Path, ref: str, lang: str) -> tuple[bytes | None, list[str]]:
             problems.append("the English figure has Chinese text: label it in the language asked for")
         buf = io.BytesIO()
         fig.savefig(buf, format="svg", transparent=True, bbox_inches="tight", metadata={"Date": None})
+        small = too_small_on_a_phone(buf.getvalue(), fig)
+        if small:
+            problems.append(small)
     for w in caught:
         msg = str(w.message)
-        if "missing from" in msg and "font" in msg:
-            problems.append(f"{msg} (install fonts-wqy-microhei)")
+        if "missing from" in msg and "font" in msg and no_font is None:
+            problems.append(f"{msg} (neither bundled font has it: write the label without it)")
     return minify(buf.getvalue()), list(dict.fromkeys(problems))
+
+
+_GLYPH_SCALE = re.compile(rb'scale\(([\d.]+) -')  # a glyph drawn as a path: scale(size / FONT_SCALE, -size / FONT_SCALE)
+
+
+def too_small_on_a_phone(svg: bytes, fig) -> str | None:
+    """Why the smallest text of a drawn figure would be under PHONE_TEXT_PX on a phone, or None."""
+    from matplotlib.text import Text
+    from matplotlib.textpath import TextToPath
+
+    m = re.search(rb'width="([\d.]+)pt"', svg[:600])
+    sizes = [float(x) * TextToPath.FONT_SCALE for x in _GLYPH_SCALE.findall(svg)]
+    if not m or not sizes:
+        return None
+    width_px = float(m.group(1)) * 4 / 3
+    shown = min(width_px, PHONE_COLUMN_PX)
+    smallest = min(sizes)
+    px = smallest * 4 / 3 * shown / width_px
+    if px >= PHONE_TEXT_PX:
+        return None
+    which = [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
+             and abs(t.get_fontsize() - smallest) < 0.06]
+    need = PHONE_TEXT_PX * 3 / 4 * width_px / shown
+    return (f"text of {smallest:g} pt ({which[0][:30]!r}) is {px:.1f} px on a phone, where the figure is {shown:.0f} px "
+            f"wide: at {width_px * 3 / 4 / 72:.1f} in wide it needs {need:.1f} pt (or a narrower figure)"
+            if which else f"text of {smallest:g} pt is {px:.1f} px on a phone")
 
 
 _METADATA = re.compile(rb"<metadata>.*?</metadata>\s*|<!--.*?-->", re.S)
@@ -306,12 +381,25 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _claim(claims: Path, file: str) -> bool:
+    """True for the one process that gets to draw ``file``."""
+    try:
+        os.close(os.open(claims / file, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
 def main(argv: list[str]) -> int:
     root, cache = Path(argv[0]).resolve(), Path(argv[1])
     jobs = json.loads(argv[2])
+    claims = Path(argv[3]) if len(argv) > 3 else None
+    start = int(argv[4]) if len(argv) > 4 else 0
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    for ref, lang, file in jobs:
+    for ref, lang, file in jobs[start:] + jobs[:start]:
+        if claims is not None and not _claim(claims, file):
+            continue
         svg, problems = draw(root, ref, lang)
         for p in problems:
             print(json.dumps({"ref": ref, "lang": lang, "problem": p}, ensure_ascii=False), flush=True)

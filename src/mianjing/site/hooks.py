@@ -145,12 +145,22 @@ def compact(html: str) -> str:
     return "".join(p if i % 2 else _INDENT.sub("\n", p) for i, p in enumerate(parts))
 
 
+def _html_lang(page_html: str, config) -> str:
+    """The theme says ``lang="zh"``; the pages are in simplified Chinese as written in mainland China."""
+    return page_html.replace('<html lang="zh"', '<html lang="zh-CN"', 1) if _lang(config) == "zh" else page_html
+
+
 def on_post_page(output, page, config, **kwargs):
-    return compact(output)
+    return compact(_html_lang(output, config))
 
 
 def on_post_template(output_content, template_name, config, **kwargs):
-    return compact(output_content) if template_name.endswith(".html") else output_content
+    return compact(_html_lang(output_content, config)) if template_name.endswith(".html") else output_content
+
+
+def on_page_context(context, page, config, nav, **kwargs):
+    context["mj_root"] = _site_path(config, own=False)
+    return context
 
 
 def on_template_context(context, template_name, config, **kwargs):
@@ -193,8 +203,14 @@ def on_post_build(config, **kwargs):
     STATS["figures_drawn"] = len(renderer.missing)
     STATS["figures_total"] = len(renderer.jobs)
     STATS["figures_seconds"] = renderer.seconds
+    STATS["figures_workers"] = renderer.workers
     renderer.copy_to(site_dir, "zh")
     renderer.copy_to(site_dir / "en", "en")
+    sizes = renderer.sizes()
+    for e in data.ordered:
+        if e.figures:
+            for folder in (site_dir, site_dir / "en"):
+                P.fill_sizes(folder / P.page_url(P.entry_path(e)) / "index.html", sizes)
     renderer.prune()
 
 

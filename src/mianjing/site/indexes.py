@@ -12,9 +12,10 @@ import json
 from collections import defaultdict
 
 from ..schema import Entry
-from .i18n import DIFFICULTY, ENV_KEYS, METHOD, OUTCOME, VERDICT, pick, t
+from .i18n import DIFFICULTY, ENV_KEYS, METHOD, OUTCOME, VERDICT, VERDICT_MARK, pick, t
 from .pages import (INDEX_COMPANY, INDEX_DIFFICULTY, INDEX_TOPIC, MISCONCEPTIONS, REPORT, SiteData, badge,
-                    entry_page, entry_path, env_value, inline, page_url, plain, raw, rel, stars, up)
+                    entry_page, entry_path, env_value, inline, page_url, plain, question_item, question_list, raw, rel,
+                    headline, stars, up, verdict_badge)
 
 _e = html.escape
 
@@ -32,8 +33,8 @@ def _verdict_counts(entry: Entry) -> dict[str, int]:
 
 
 def _counts_html(counts: dict[str, int], lang: str) -> str:
-    return " ".join(f'<span class="mj-count mj-verdict-{v}" title="{_e(pick(VERDICT, v, lang))}">{counts[v]}</span>'
-                    for v in VERDICT if counts.get(v))
+    return " ".join(f'<span class="mj-count mj-verdict-{v}" title="{_e(pick(VERDICT, v, lang))}">'
+                    f'{VERDICT_MARK[v]}\u2009{counts[v]}</span>' for v in VERDICT if counts.get(v))
 
 
 # --------------------------------------------------------------------------- the home page's table
@@ -99,7 +100,8 @@ def questions_table(lang: str, data: SiteData) -> str:
     ])
     head = "".join(f"<th>{t(k, lang)}</th>" for k in ("col_no", "col_question", "col_topic", "col_difficulty",
                                                          "col_company", "col_team", "col_round", "col_verdicts"))
-    legend = " ".join(f'<span class="mj-count mj-verdict-{v}">n</span> {_e(pick(VERDICT, v, lang))}' for v in VERDICT)
+    legend = " ".join(f'<span class="mj-count mj-verdict-{v}">{VERDICT_MARK[v]}\u2009n</span> {_e(pick(VERDICT, v, lang))}'
+                      for v in VERDICT)
     total = len(rows)
     shown = _e(t("filter_shown", lang, n="{n}", total="{total}"))
     return (f'<div class="mj-qtable" data-shown="{shown}" data-total="{total}">'
@@ -116,7 +118,7 @@ def questions_table(lang: str, data: SiteData) -> str:
 
 def _item(me: str, e: Entry, lang: str, data: SiteData, extra: str = "") -> str:
     tail = f" · {extra}" if extra else ""
-    return f"- {data.number[e.id]}. [{plain(e.question.get(lang))}]({rel(me, entry_path(e))}) {stars(e.difficulty)}{tail}"
+    return question_item(data.number[e.id], plain(e.question.get(lang)), rel(me, entry_path(e)), f" {stars(e.difficulty)}{tail}")
 
 
 def topic_index(lang: str, data: SiteData) -> str:
@@ -130,7 +132,7 @@ def topic_index(lang: str, data: SiteData) -> str:
         out += [f"## {names.topic(area, lang)} ({n}) {{#{_slug(area)}}}", ""]
         for topic, entries in topics.items():
             out += [f"### {names.topic(topic, lang)} ({len(entries)}) {{#{_slug(topic)}}}", ""]
-            out += [_item(me, e, lang, data) for e in entries] + [""]
+            out += question_list([_item(me, e, lang, data) for e in entries])
     if not data.ordered:
         out += [t("none_yet", lang), ""]
     return "\n".join(out)
@@ -172,17 +174,17 @@ def company_index(lang: str, data: SiteData) -> str:
         items = by_company[c]
         link = f'<a class="mj-filter-link" href="{up(me)}#company={_e(c)}">{t("all_questions", lang)} ›</a>'
         out += [f"### {names.company(c, lang)} ({len(items)}) {{#company-{_slug(c)}}}", "", link, ""]
-        out += [_item(me, e, lang, data, where(asks, False)) for e, asks in items] + [""]
+        out += question_list([_item(me, e, lang, data, where(asks, False)) for e, asks in items])
     if by_company.get(""):
         items = by_company[""]
         out += [f"### {t('no_company', lang)} ({len(items)}) {{#company-none}}", ""]
-        out += [_item(me, e, lang, data, where(asks, False)) for e, asks in items] + [""]
+        out += question_list([_item(me, e, lang, data, where(asks, False)) for e, asks in items])
     out += [f"## {t('teams', lang)} {{#teams}}", ""]
     torder = list(names.teams)
     for tm in sorted(by_team, key=lambda x: (torder.index(x) if x in torder else len(torder), x)):
         items = by_team[tm]
         out += [f"### {names.team(tm, lang)} ({len(items)}) {{#team-{_slug(tm)}}}", ""]
-        out += [_item(me, e, lang, data, where(asks, True)) for e, asks in items] + [""]
+        out += question_list([_item(me, e, lang, data, where(asks, True)) for e, asks in items])
     if not data.ordered:
         out += [t("none_yet", lang), ""]
     return "\n".join(out)
@@ -195,7 +197,7 @@ def difficulty_index(lang: str, data: SiteData) -> str:
         entries = [e for e in data.ordered if e.difficulty == d]
         if entries:
             out += [f"## {stars(d)} {pick(DIFFICULTY, d, lang)} ({len(entries)}) {{#difficulty-{d}}}", ""]
-            out += [_item(me, e, lang, data, names.topic(e.topic, lang)) for e in entries] + [""]
+            out += question_list([_item(me, e, lang, data, names.topic(e.topic, lang)) for e in entries])
     return "\n".join(out)
 
 
@@ -213,7 +215,7 @@ def misconceptions_page(lang: str, data: SiteData) -> str:
     for e, c in items:
         href = f"{up_}{page_url(entry_path(e))}#claim-{c.id}"
         rows.append(f'<tr><td><a href="#m-{_e(c.id)}">{inline(c.statement.get(lang))}</a></td>'
-                    f"<td>{badge('verdict', c.verdict.value, pick(VERDICT, c.verdict.value, lang))}</td>"
+                    f"<td>{verdict_badge(c.verdict.value, lang)}</td>"
                     f'<td><a href="{_e(href)}">{data.number[e.id]}</a></td></tr>')
     head = f"<tr><th>{t('lookup_claim', lang)}</th><th>{t('lookup_verdict', lang)}</th><th>{t('lookup_where', lang)}</th></tr>"
     out += [f"## {t('lookup', lang)} {{#lookup}}", "",
@@ -230,8 +232,8 @@ def misconceptions_page(lang: str, data: SiteData) -> str:
             label = "correction" if verdict == "refuted" else "conditions"
             lead = f"**{t(label, lang)}：**" if lang == "zh" else f"**{t(label, lang)}:** "
             out += [f'<div class="mj-misc mj-claim-{verdict}" id="m-{c.id}" markdown>', "",
-                    f'<p class="mj-claim-head">{badge("verdict", verdict, pick(VERDICT, verdict, lang))} '
-                    f'{badge("outcome", outcome, pick(OUTCOME, outcome, lang))}</p>', "",
+                    f'<p class="mj-claim-head">{verdict_badge(verdict, lang)} '
+                    f'<span class="mj-headline">{_e(headline(c, outcome, lang, data.record(c)))}</span></p>', "",
                     c.statement.get(lang).strip(), "",
                     lead + c.correction.get(lang).strip(), "",
                     f"→ {data.number[e.id]}. [{plain(e.question.get(lang))}]({link})", "", "</div>", ""]
@@ -251,12 +253,6 @@ def report_page(lang: str, data: SiteData) -> str:
     else:
         rep = data.report
         out += [f"**{t('report_created', lang)}** {rep.data.get('created', '?')}", ""]
-        env = rep.environment
-        keys = [k for k in ENV_KEYS if env.get(k) not in (None, "")]
-        if keys:
-            out += [f"| {t('env_key', lang)} | {t('env_value', lang)} |", "|---|---|"]
-            out += [f"| {pick(ENV_KEYS, k, lang)} | `{env_value(env[k])}` |" for k in keys]
-            out.append("")
     up_ = up(me)
     totals: dict[str, int] = {}
     sections = []
@@ -274,9 +270,9 @@ def report_page(lang: str, data: SiteData) -> str:
             href = f"{up_}{page_url(entry_path(e))}#claim-{c.id}"
             rows.append(f'<tr data-verdict="{c.verdict.value}" data-method="{c.method.value}" data-outcome="{outcome}">'
                         f'<td><a href="{_e(href)}">{inline(c.statement.get(lang))}</a><br><code>{_e(c.id)}</code></td>'
-                        f"<td>{badge('verdict', c.verdict.value, pick(VERDICT, c.verdict.value, lang))}</td>"
+                        f"<td>{verdict_badge(c.verdict.value, lang)}</td>"
                         f"<td>{pick(METHOD, c.method.value, lang)}</td>"
-                        f"<td>{badge('outcome', outcome, pick(OUTCOME, outcome, lang))}</td><td>{dur_s}</td></tr>")
+                        f"<td>{badge('outcome', outcome, pick(OUTCOME, outcome, lang))}</td><td class=\"mj-n\">{dur_s}</td></tr>")
         for k, v in per.items():
             totals[k] = totals.get(k, 0) + v
         tally = " ".join(f"{badge('outcome', k, pick(OUTCOME, k, lang))} {per[k]}" for k in OUTCOME if per.get(k))
@@ -286,7 +282,7 @@ def report_page(lang: str, data: SiteData) -> str:
             f'<section class="mj-rep" id="r-{_e(e.id)}"><div class="mj-rep-head">'
             f'<a href="{up_}{page_url(entry_path(e))}">{data.number[e.id]}. {inline(e.question.get(lang))}</a>'
             f'<span class="mj-rep-tally">{tally}</span></div>'
-            f'<div class="mj-scroll"><table class="mj-rep-table"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div></section>')
+            f'<table class="mj-rep-table">{_REPORT_COLS}<thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></section>')
     out += [f"## {t('summary', lang)} {{#summary}}", ""]
     out += [" · ".join(f"{badge('outcome', k, pick(OUTCOME, k, lang))} {totals[k]}" for k in OUTCOME if totals.get(k))
             or t("none_yet", lang), ""]
@@ -301,7 +297,20 @@ def report_page(lang: str, data: SiteData) -> str:
                 raw(f'<div class="mj-report" data-shown="{_e(t("filter_shown", lang, n="{n}", total="{total}"))}">'
                     f'<form class="mj-filters" hidden onsubmit="return false">{tools}</form>'
                     + "".join(sections) + "</div>"), ""]
+    if data.report is not None and not data.report_problem:  # where it ran: after what it found
+        env = data.report.environment
+        keys = [k for k in ENV_KEYS if env.get(k) not in (None, "")]
+        if keys:
+            rows = "".join(f"<tr><td>{_e(pick(ENV_KEYS, k, lang))}</td><td><code>{_e(env_value(env[k], lang))}</code></td></tr>"
+                           for k in keys)
+            out += [f"## {t('environment', lang)} {{#environment}}", "",
+                    raw(f'<div class="mj-report-env mj-scroll"><table><tbody>{rows}</tbody></table></div>'), ""]
     return "\n".join(out)
+
+
+# every entry's table has the same columns: claim, verdict, method, outcome, duration
+_REPORT_COLS = ('<colgroup><col class="mj-c-claim"><col class="mj-c-verdict"><col class="mj-c-method">'
+                '<col class="mj-c-outcome"><col class="mj-c-dur"></colgroup>')
 
 
 # --------------------------------------------------------------------------- home summary, all pages, nav

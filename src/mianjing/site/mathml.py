@@ -5,7 +5,10 @@ code and emits ``<span class="arithmatex">\\(...\\)</span>`` or
 ``<div class="arithmatex">\\[...\\]</div>``; this module replaces them with
 ``<math>`` markup that browsers render natively, so no script or network is needed.
 Display formulas sit in a ``.mj-display`` box that scrolls sideways instead of spilling
-out of the column; long inline formulas in a ``.mj-iscroll`` box for the same reason.
+out of the column. A long inline formula is cut after its top-level relations (``=``, ``\\le``...)
+into pieces the line may break between, as TeX breaks a formula in a paragraph; no box is put
+around it, so it sits on the text's baseline (``assets/mj.js`` sets a piece that is wider than its
+column on a line of its own, in a box that scrolls).
 Conversions are cached (``load_cache``/``save_cache``) because the same formulas recur
 in every build and in both languages.
 """
@@ -26,7 +29,7 @@ _NUMERIC_ENTITY = re.compile(r"&#x([0-9A-Fa-f]+);")
 _XARROW = re.compile(r"\\x(right|left)arrow\s*(?=\{)")
 
 CACHE_VERSION = "5"  # bump when the output of to_mathml changes
-INLINE_SCROLL_CHARS = 20  # inline formulas with longer TeX get a box that can scroll on a phone
+INLINE_SPLIT_CHARS = 20  # inline formulas with longer TeX are cut at their relations
 
 _cache: dict[str, str] = {}
 _cache_dirty = False
@@ -105,6 +108,52 @@ def split_qquad(tex: str) -> list[str]:
         i += 1
     pieces.append(tex[start:])
     return [p.strip() for p in pieces if p.strip()]
+
+
+_RELATION = re.compile(r"(=|<|>|\\(?:approx|le|leq|ge|geq|ll|gg|neq|ne|to|mapsto|Rightarrow|Leftarrow|iff|equiv|sim|simeq|"
+                       r"propto|in|notin|subset|subseteq|leftarrow|rightarrow|gets)(?![A-Za-z]))")
+
+
+def break_points(tex: str) -> list[int]:
+    """Where a line may break in an inline formula: just after each relation outside every group
+    (braces, parentheses, brackets, ``\\left...\\right``, environments)."""
+    out, depth, i = [], 0, 0
+    while i < len(tex):
+        c = tex[i]
+        if tex.startswith("\\left", i) or tex.startswith("\\begin", i):
+            depth += 1
+        elif tex.startswith("\\right", i) or tex.startswith("\\end", i):
+            depth -= 1
+        if c == "\\":
+            m = _RELATION.match(tex, i)
+            if depth == 0 and m:
+                out.append(m.end())
+                i = m.end()
+                continue
+            word = re.match(r"\\([A-Za-z]+|.)", tex[i:])
+            i += len(word.group(0)) if word else 1
+            continue
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif depth == 0 and c in "=<>":
+            out.append(i + 1)
+        i += 1
+    return [b for b in out if tex[b:].strip()]
+
+
+def split_inline(tex: str, whole: str) -> str:
+    """An inline formula as pieces a line may break between (``<wbr>``), or ``whole`` if it has no break
+    point or a piece does not stand alone."""
+    cuts = break_points(tex)
+    if not cuts:
+        return whole
+    pieces = [tex[a:b].strip() for a, b in zip([0, *cuts], [*cuts, len(tex)])]
+    try:
+        return "<wbr>".join(to_mathml(p) for p in pieces)
+    except MathError:
+        return whole
 
 
 def to_mathml(tex: str, display: bool = False) -> str:
@@ -252,8 +301,8 @@ def render(html_text: str, on_error=None) -> str:
                 return f'<div class="{cls}">{math}</div>'
             if shown_as_block:  # a display formula inside a paragraph or list item
                 return f'<span class="{cls}">{math}</span>'
-            if len(tex) > INLINE_SCROLL_CHARS:
-                return f'<span class="mj-iscroll">{math}</span>'
+            if len(tex) > INLINE_SPLIT_CHARS:
+                return split_inline(tex, math)
             return math
 
         return repl

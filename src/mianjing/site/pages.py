@@ -19,9 +19,9 @@ from ..schema import Claim, Entry, impl_path, impl_symbol
 from . import evidence as ev
 from . import mathml
 from .codepages import Code
-from .i18n import DIFFICULTY, ENV_KEYS, KIND, METHOD, OUTCOME, VERDICT, pick, t
+from .i18n import DIFFICULTY, ENV_KEYS, KIND, METHOD, OUTCOME, VERDICT, VERDICT_MARK, pick, t
 from .source import SourceError, symbol_source, test_source
-from .text import normalise
+from .text import normalise, same_anchors
 from .text import plain as plain_text
 
 INDEX_TOPIC = "indexes/topic.md"
@@ -30,6 +30,8 @@ INDEX_DIFFICULTY = "indexes/difficulty.md"
 MISCONCEPTIONS = "misconceptions.md"
 REPORT = "report.md"
 GUIDES = ("guide/verify.md", "guide/quiz.md", "guide/contribute.md")
+# the ids an entry page gives its own sections (a heading of an answer must not take one)
+PAGE_IDS = {"full", "figures", "impl", "key-points", "claims", "benchmarks", "follow-ups", "references"}
 ENV_SHOWN = ("torch", "device", "gpu", "python", "platform", "hypothesis", "date", "commit", "dirty")
 
 
@@ -129,8 +131,10 @@ def inline(text: str) -> str:
     return mathml.inline_html(" ".join(text.split()))
 
 
-def env_value(v) -> str:
-    """{'version': '6.1', 'max_examples': 60} -> 'version=6.1, max_examples=60'; other values as str."""
+def env_value(v, lang: str) -> str:
+    """{'version': '6.1', 'max_examples': 60} -> 'version=6.1, max_examples=60'; a yes/no in words; others as str."""
+    if isinstance(v, bool):
+        return t("yes" if v else "no", lang)
     if isinstance(v, dict):
         return ", ".join(f"{k}={x}" for k, x in v.items())
     return str(v)
@@ -151,10 +155,20 @@ def asked_text(entry: Entry, lang: str, kb: KnowledgeBase) -> list[str]:
         if a.round:
             bits.append(t("round", lang, n=a.round))
         if a.note:
-            bits.append(f"（{a.note}）" if lang == "zh" else f"({a.note})")
+            bits.append(f"（{a.note.get(lang)}）" if lang == "zh" else f"({a.note.get(lang)})")
         if bits:
             out.append(" ".join(bits))
     return out
+
+
+def question_item(number: int, title: str, link: str, tail: str = "") -> str:
+    """One row of a list of questions: its number (not a list marker: ``- 12. x`` would nest an ordered list)."""
+    return f'- <span class="mj-qno">{number}.</span> [{title}]({link}){tail}'
+
+
+def question_list(items: list[str]) -> list[str]:
+    """Markdown lines for a list of ``question_item`` rows."""
+    return ['<div class="mj-qlist" markdown>', "", *items, "", "</div>", ""]
 
 
 def badge(kind: str, value: str, label: str) -> str:
@@ -210,7 +224,8 @@ def entry_page(entry: Entry, lang: str, data: SiteData) -> str:
         out += [claims_summary(entry, lang, data), ""]
 
     out += [f'!!! abstract "{t("short", lang)}"', "", _indent(normalise(entry.answer.short.get(lang))), ""]
-    out += [f"## {t('full', lang)} {{#full}}", "", normalise(entry.answer.full.get(lang).rstrip()), ""]
+    full = same_anchors(entry.answer.full.get(lang).rstrip(), entry.answer.full.en, mathml.to_text, PAGE_IDS)
+    out += [f"## {t('full', lang)} {{#full}}", "", normalise(full), ""]
 
     if entry.figures:
         out += [f"## {t('figures', lang)} {{#figures}}", ""]
@@ -246,14 +261,15 @@ def entry_page(entry: Entry, lang: str, data: SiteData) -> str:
 
     if entry.follow_ups:
         out += [f"## {t('follow_ups', lang)} {{#follow-ups}}", ""]
+        items = []
         for fid in entry.follow_ups:
             other = data.kb.entries.get(fid)
             if other is None:
                 data.problems.append(f"{entry.id}: follow-up {fid!r} is not an entry")
-                out.append(f"- `{fid}`")
+                items.append(f"- `{fid}`")
             else:
-                out.append(f"- {data.number[fid]}. [{plain(other.question.get(lang))}]({rel(me, entry_path(other))})")
-        out.append("")
+                items.append(question_item(data.number[fid], plain(other.question.get(lang)), rel(me, entry_path(other))))
+        out += question_list(items)
 
     if entry.references:
         out += [f"## {t('references', lang)} {{#references}}", ""]
@@ -269,7 +285,7 @@ def claims_summary(entry: Entry, lang: str, data: SiteData) -> str:
     for c in entry.claims:
         counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
     parts = [f'<a href="#claims">{t("claims_summary", lang, n=len(entry.claims))}</a>']
-    parts += [f"{badge('verdict', v, pick(VERDICT, v, lang))} {counts[v]}" for v in VERDICT if v in counts]
+    parts += [f"{verdict_badge(v, lang)} {counts[v]}" for v in VERDICT if v in counts]
     return f'<p class="mj-claims-summary">{" ".join(parts)}</p>'
 
 
@@ -280,70 +296,139 @@ def figure_html(fig, i: int, lang: str, me: str, data: SiteData) -> str:
     caption = mathml.inline_html(text, lambda msg: data.problems.append(f"{me}: figure caption: {msg}"))
     name = fig.ref.split("::", 1)[1]
     src = f"{up(me)}assets/figures/{job.file}" if job is not None else ""
+    size = f'{SIZE_MARK}="{html.escape(job.file)}"' if job is not None else ""  # width, height: filled in once drawn
     return (f'<figure class="mj-figure" id="figure-{html.escape(name)}">'
-            f'<img data-src="{html.escape(src)}" alt="{alt}" decoding="async">'  # mj.js sets src near the viewport
-            f'<noscript><img src="{html.escape(src)}" alt="{alt}" loading="lazy"></noscript>'
+            f'<a class="mj-figure-open" href="{html.escape(src)}" target="_blank" title="{t("figure_open", lang)}">'
+            f'<img data-src="{html.escape(src)}" alt="{alt}" decoding="async" {size}>'  # mj.js sets src near the viewport
+            f'<noscript><img src="{html.escape(src)}" alt="{alt}" loading="lazy"></noscript></a>'
             f'<figcaption><b>{t("figure_n", lang, n=i)}</b> {caption} '
+            f'<a href="{html.escape(src)}" target="_blank">{t("figure_open", lang)}</a> '
             f'<span class="mj-note">{html.escape(t("figure_note", lang, ref=fig.ref).replace("`", ""))}</span></figcaption></figure>')
 
 
+SIZE_MARK = "data-mj-size"
+_SIZE = re.compile(SIZE_MARK + r'="([^"]+)"')
+
+
+def fill_sizes(page: Path, sizes: dict[str, tuple[float, float]]) -> None:
+    """Give a written page's figures the width and height of their SVGs (drawn after the pages were), so that the
+    browser holds their room before they load."""
+    text = page.read_text(encoding="utf-8")
+    filled = _SIZE.sub(lambda m: 'width="%d" height="%d"' % sizes[m.group(1)] if m.group(1) in sizes else "", text)
+    if filled != text:
+        page.write_text(filled, encoding="utf-8")
+
+
 def headline(claim: Claim, outcome: str, lang: str, record: dict | None) -> str:
-    """One sentence: the verdict, then how the claim is settled (or why it is not)."""
+    """One sentence: how we know (the badge beside it says the verdict)."""
     verdict = claim.verdict.value
-    first = t(f"hl_{verdict}", lang)
     how = t(f"how_{claim.method.value}", lang) if claim.method.value != "citation" else ""
     if verdict == "opinion":
-        second = ""
+        sentence = t("hl_opinion", lang)
     elif outcome == "citation":
-        second = t("hl_citation", lang)
+        sentence = t("hl_citation", lang)
     elif outcome == "passed":
-        second = t("hl_passed_refuted" if verdict == "refuted" else "hl_passed", lang, how=how)
+        sentence = t("hl_passed_refuted" if verdict == "refuted" else "hl_passed", lang, how=how)
     elif outcome == "skipped":
         why = ""
         for tr in (record or {}).get("tests") or []:
             why = why or (tr.get("message") or "")
-        second = t("hl_skipped", lang, why=why or "?")
+        sentence = t("hl_skipped", lang, why=why or "?")
     else:
-        second = t(f"hl_{outcome}", lang)
-    if not second:
-        return first + ("。" if lang == "zh" else ".")
-    sep = "——" if lang == "zh" else " — "
-    sentence = f"{first}{sep}{second}"
+        sentence = t(f"hl_{outcome}", lang)
     return sentence + ("。" if lang == "zh" else ".")
 
 
-def quoted_table(rows, lang: str) -> str:
-    head = (f"<tr><th>{t('quoted_name', lang)}</th><th>{t('quoted_says', lang)}</th>"
-            f"<th>{t('quoted_measured', lang)}</th><th>{t('quoted_precision', lang)}</th></tr>")
-    body = "".join(f"<tr><td>{html.escape(n)}</td><td>{ev.fmt(q)}</td><td>{ev.fmt(m)}</td><td>{html.escape(p)}</td></tr>"
-                   for n, q, m, p in rows)
+def precision_text(precision: str, lang: str) -> str:
+    """``2 decimals`` / ``-1 decimals`` / ``rel 0.05`` / ``abs 0.01`` (as the report records it) in words."""
+    m = re.fullmatch(r"(-?\d+) decimals", precision)
+    if m:
+        n = int(m.group(1))
+        if n < 0:
+            return t("prec_tens", lang, x=f"{10 ** -n:g}")
+        return t("prec_digits", lang, n=n) if lang == "zh" or n != 1 else t("prec_digit", lang)
+    m = re.fullmatch(r"(rel|abs) (\S+)", precision)
+    if m and m.group(1) == "rel":
+        return t("prec_rel", lang, x=f"{float(m.group(2)) * 100:g}%")
+    if m:
+        return t("prec_abs", lang, x=m.group(2))
+    return precision
+
+
+_FIGURE = re.compile(r"(?<![\w§^_{.\\])(?<![A-Za-z]-)(\d+\.\d+|\d+(?:\.\d+)?(?=\s?%|×|\s?倍|\stimes\b))")
+_SENTENCE_END = re.compile(r"[。；;！？!?]|\.\s")
+
+
+def where_quoted(text: str, quoted: float, lang: str) -> str | None:
+    """The words of ``text`` (plain) around the figure ``quoted``, the figure in bold; None if it is not there.
+    Within the figure's sentence, some 16 characters (zh) or 40 (en) either side, more until a Chinese
+    character is included (a run of figures alone does not say which is which)."""
+    from ..quoted import pinned
+
+    for m in _FIGURE.finditer(text):
+        if not pinned(float(m.group(1)), {quoted}):
+            continue
+        lo = max([e.end() for e in _SENTENCE_END.finditer(text, 0, m.start())] or [0])
+        hi = next((e.start() + 1 for e in _SENTENCE_END.finditer(text, m.end())), len(text))
+        reach = 16 if lang == "zh" else 40
+        a, b = max(lo, m.start() - reach), min(hi, m.end() + reach)
+        while lang == "zh" and not re.search(r"[\u3400-\u9fff]", text[a:b]) and (a > lo or b < hi):
+            a, b = max(lo, a - 8), min(hi, b + 8)
+        lead = ("…" if a > 0 else "") + html.escape(text[a:m.start()].lstrip())
+        return f"{lead}<b>{html.escape(m.group(0))}</b>{html.escape(text[m.end():b].rstrip())}" + ("…" if b < len(text) else "")
+    return None
+
+
+def quoted_table(claim: Claim, rows, lang: str) -> str:
+    """The figures the claim's text quotes, each beside what the code measured: one row per figure, in the
+    order the text gives them, labelled by the words around it (figures the text does not quote stay in the evidence)."""
+    text = plain(claim.statement.get(lang) + (" " + claim.correction.get(lang) if claim.correction else ""))
+    found = []
+    for name, q, m, p in rows:
+        where = where_quoted(text, q, lang)
+        if where is not None and where not in [f[0] for f in found]:
+            found.append((where, m, p))
+    if not found:
+        return ""
+    head = (f"<tr><th>{t('quoted_says', lang)}</th><th>{t('quoted_measured', lang)}</th>"
+            f"<th>{t('quoted_precision', lang)}</th></tr>")
+    body = "".join(f'<tr><td>{w}</td><td class="mj-n">{ev.fmt(m)}</td><td class="mj-n">{html.escape(precision_text(p, lang))}</td></tr>'
+                   for w, m, p in found)
     return (f'<div class="mj-quoted"><div class="mj-quoted-head">{t("quoted_head", lang)}</div>'
-            f'<div class="mj-scroll"><table><thead>{head}</thead><tbody>{body}</tbody></table></div></div>')
+            f'<div class="mj-scroll" tabindex="0"><table><thead>{head}</thead><tbody>{body}</tbody></table></div></div>')
+
+
+def verdict_badge(verdict: str, lang: str) -> str:
+    """The verdict as a reader needs it: a symbol and a word (never colour alone)."""
+    return badge("verdict", verdict, f"{VERDICT_MARK[verdict]} {pick(VERDICT, verdict, lang)}")
 
 
 def claim_block(entry: Entry, claim: Claim, lang: str, data: SiteData) -> list[str]:
+    """A claim as a candidate needs it: the verdict, how we know, what is true, the number; then the details."""
     outcome = data.outcome(claim)
     verdict = claim.verdict.value
     rec = data.record(claim)
-    head = (f'{badge("verdict", verdict, pick(VERDICT, verdict, lang))} '
-            f'{badge("outcome", outcome, pick(OUTCOME, outcome, lang))} '
-            f'<span class="mj-method">{pick(METHOD, claim.method.value, lang)}</span> '
-            f'<a class="mj-claim-id" href="#claim-{html.escape(claim.id)}"><code>{html.escape(claim.id)}</code></a>')
+    head = verdict_badge(verdict, lang)
+    if outcome not in ("passed", "citation", "opinion"):  # only a check that did not pass needs its own badge
+        head += " " + badge("outcome", outcome, pick(OUTCOME, outcome, lang))
+    head += f' <span class="mj-headline">{html.escape(headline(claim, outcome, lang, rec))}</span>'
+    colon = "：" if lang == "zh" else ": "
+    statement = normalise(claim.statement.get(lang).strip())
+    if verdict in ("refuted", "qualified"):
+        statement = f'<b class="mj-lead">{t("the_claim", lang)}{colon}</b>' + statement
     out = [f'<div class="mj-claim mj-claim-{verdict} mj-state-{outcome}" id="claim-{claim.id}" markdown>',
-           "", f'<p class="mj-claim-head">{head}</p>', "",
-           f'<p class="mj-headline">{html.escape(headline(claim, outcome, lang, rec))}</p>', "",
-           normalise(claim.statement.get(lang).strip()), ""]
+           "", f'<p class="mj-claim-head">{head}</p>', "", statement, ""]
     if claim.correction is not None:
         label = {"refuted": "correction", "qualified": "conditions", "opinion": "whose"}.get(verdict, "correction")
-        lead = f"**{t(label, lang)}：**" if lang == "zh" else f"**{t(label, lang)}:** "
-        out += [lead + normalise(claim.correction.get(lang).strip()), ""]
+        out += [f'<b class="mj-lead">{t(label, lang)}{colon}</b>' + normalise(claim.correction.get(lang).strip()), ""]
     if claim.cite is not None:
         c = claim.cite
         title = f"[{c.title}]({c.url})" if c.url else c.title
         out += [f'<p class="mj-cite" markdown>{t("cite_source", lang)} {title}, {c.locator}</p>', ""]
     figures = ev.quoted((rec or {}).get("evidence")) if rec is not None and outcome != "stale" else []
-    if figures:
-        out += [raw(quoted_table(figures, lang)), ""]
+    table = quoted_table(claim, figures, lang) if figures else ""
+    if table:
+        out += [raw(table), ""]
 
     note = {"stale": "stale_note", "not-run": "not_run_note", "failed": "failed_note"}.get(outcome)
     if note and claim.needs_verifier:
@@ -354,7 +439,8 @@ def claim_block(entry: Entry, claim: Claim, lang: str, data: SiteData) -> list[s
     if details:
         opened = "???+" if verdict == "refuted" and outcome == "passed" else "???"
         out += [f'{opened} info "{t("details", lang)}"', "", _indent(details), ""]
-    out += ["</div>", ""]
+    out += [f'<p class="mj-claim-id"><a href="#claim-{html.escape(claim.id)}" title="{t("claim_link", lang)}">'
+            f'<code>{html.escape(claim.id)}</code></a></p>', "", "</div>", ""]
     return out
 
 
@@ -378,7 +464,7 @@ def details_body(entry: Entry, claim: Claim, lang: str, data: SiteData) -> str:
         if rows:
             parts += [f"**{t('environment', lang)}**", "",
                       raw('<p class="mj-env">' + " · ".join(
-                          f"{html.escape(pick(ENV_KEYS, k, lang))} <code>{html.escape(env_value(v))}</code>" for k, v in rows)
+                          f"{html.escape(pick(ENV_KEYS, k, lang))} <code>{html.escape(env_value(v, lang))}</code>" for k, v in rows)
                           + "</p>"), ""]
         tests = rec.get("tests") or []
         if tests:
@@ -430,7 +516,8 @@ def benchmark_block(ref: str, lang: str, data: SiteData) -> list[str]:
     table = ("<div class=\"mj-scroll\"><table><thead><tr>" + "".join(f"<th>{cell(c)}</th>" for c in cols)
              + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
              + "</tbody></table></div>")
-    out = [f"### {title}", "", raw(table), ""]
+    anchor = re.sub(r"[^a-z0-9]+", "-", Path(ref).stem.lower())  # the same in both languages
+    out = [f"### {title} {{#benchmark-{anchor}}}", "", raw(table), ""]
     facts = [(t("machine", lang), b.get("machine")), (t("date", lang), b.get("date"))]
     out += [" · ".join(f"**{k}** {v}" for k, v in facts if v), ""]
     if b.get("command"):

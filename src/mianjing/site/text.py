@@ -47,6 +47,44 @@ def normalise(markdown: str) -> str:
     return "\n".join(out)
 
 
+_HEADING = re.compile(r"^(#{2,6})\s+(.*?)\s*$")
+
+
+def headings(markdown: str) -> list[tuple[int, str]]:
+    """(line index, heading text) of every heading outside code fences."""
+    out, fence = [], None
+    for i, line in enumerate(markdown.split("\n")):
+        m = _FENCE.match(line)
+        if fence is not None:
+            fence = None if line.strip().startswith(fence) else fence
+        elif m:
+            fence = m.group(1)
+        elif _HEADING.match(line):
+            out.append((i, _HEADING.match(line).group(2)))
+    return out
+
+
+def same_anchors(markdown: str, english: str, maths, taken: set[str]) -> str:
+    """Give each heading of ``markdown`` the id of the English heading in the same place (``{#why-sqrt-d}``),
+    so that both languages' pages have the same anchors. Left as it is when the headings do not pair up
+    (``mianjing check`` reports that) or a heading already names its id."""
+    mine, theirs = headings(markdown), headings(english)
+    if len(mine) != len(theirs):
+        return markdown
+    lines = markdown.split("\n")
+    used = set(taken)
+    for (i, text), (_, en) in zip(mine, theirs):
+        if "{#" in text:
+            continue
+        base = re.sub(r"[^a-z0-9]+", "-", plain(en, maths).lower()).strip("-") or "section"
+        slug, n = base, 2
+        while slug in used:
+            slug, n = f"{base}-{n}", n + 1
+        used.add(slug)
+        lines[i] = f"{lines[i].rstrip()} {{#{slug}}}"
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- plain text
 
 _CODE_FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n.*?^\1\s*$", re.S | re.M)
@@ -55,18 +93,33 @@ _INLINE = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<![\s\\])\$(?!\d)")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _TAG = re.compile(r"<[^>]+>")
 _CODE = re.compile(r"`+([^`]*)`+")
+_KEPT = re.compile(r"\0(\d+)\0")
 
 
 def plain(markdown: str, maths) -> str:
-    """Markdown -> one line of plain text; ``maths(tex) -> str`` renders each formula as text."""
+    """Markdown -> one line of plain text; ``maths(tex) -> str`` renders each formula as text.
+
+    Formulas and code are set aside while tags and markup are stripped, so that ``$A<0$ ... $r>1$``
+    is not read as one HTML tag."""
+    kept: list[str] = []
+
+    def keep(s: str) -> str:
+        kept.append(s)
+        return f"\0{len(kept) - 1}\0"
+
     text = _CODE_FENCE.sub(" ", markdown)
-    text = _DISPLAY.sub(lambda m: " " + maths(m.group(1)) + " ", text)
-    text = _INLINE.sub(lambda m: maths(m.group(1)), text)
+    text = _DISPLAY.sub(lambda m: " " + keep(maths(m.group(1))) + " ", text)
+    text = _INLINE.sub(lambda m: keep(maths(m.group(1))), text)
+    text = _CODE.sub(lambda m: keep(m.group(1)), text)
     text = _LINK.sub(r"\1", text)
-    text = _CODE.sub(r"\1", text)
     text = _TAG.sub(" ", text)
     text = re.sub(r"^\s{0,3}#{1,6}\s*", "", text, flags=re.M)
+    # a table reads as its cells, one row after another (a snippet showed "| | TRPO | PPO | |---|---|")
+    text = re.sub(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$", "", text, flags=re.M)
+    text = re.sub(r"^[ \t]*\|(.*?)\|?[ \t]*$", lambda m: " · ".join(c.strip() for c in re.split(r"(?<!\\)\|", m.group(1))
+                                                               if c.strip()) + ";", text, flags=re.M)
     text = re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", text, flags=re.M)
     text = re.sub(r"(\*\*|__|(?<!\w)\*(?!\s)|(?<!\s)\*(?!\w))", "", text)
     text = re.sub(r"^\s*(!!!|\?\?\?\+?)\s*\w+(\s+\"[^\"]*\")?", "", text, flags=re.M)
-    return " ".join(html.unescape(text).split())
+    text = _KEPT.sub(lambda m: kept[int(m.group(1))], html.unescape(text))
+    return " ".join(text.split())

@@ -104,15 +104,16 @@
 
   /* ---------------------------------------------------------------- lazy code */
   function loadCode(el) {
-    if (el.getAttribute("data-loaded")) return;
+    if (el.getAttribute("data-loaded")) return el._mjLoad || Promise.resolve();
     el.setAttribute("data-loaded", "1");
-    fetch(el.getAttribute("data-src")).then(function (r) {
+    return el._mjLoad = fetch(el.getAttribute("data-src")).then(function (r) {
       if (!r.ok) throw new Error(r.status);
       return r.text();
     }).then(function (html) {
-      var note = el.querySelector(".mj-note");
-      if (note) note.remove();
-      el.insertAdjacentHTML("beforeend", html);
+      var held = el.querySelector(".mj-reserve");  /* the placeholder holds the listing's height: swap, nothing moves */
+      if (held) held.outerHTML = html;
+      else el.insertAdjacentHTML("beforeend", html);
+      focusable(el);
     }).catch(function () { el.removeAttribute("data-loaded"); });
   }
 
@@ -131,6 +132,11 @@
     lazy.forEach(function (el) { var d = el.closest("details"); if (!d || d.open) io.observe(el); });
   }
 
+  /* every listing of the page, loaded now (what a reader reaches by opening every card) */
+  window.mjLoadAll = function () {
+    return Promise.all(Array.prototype.map.call(document.querySelectorAll(".mj-lazy[data-src]"), loadCode));
+  };
+
   /* ---------------------------------------------------------------- lazy figures */
   /* figures load as the reader scrolls near them (a screen ahead), not with the page; <noscript> keeps
      a plain <img> for readers without JS */
@@ -144,10 +150,68 @@
     imgs.forEach(function (img) { io.observe(img); });
   }
 
+  /* ---------------------------------------------------------------- what does not fit */
+  /* A piece of an inline formula wider than its column goes on a line of its own, in a box that scrolls; every
+     box that scrolls sideways (formulas, tables, code) can take the keyboard's focus. mianjing.css draws a
+     shadow at an edge where such a box cuts its content. */
+  function column(el) {
+    for (var a = el.parentElement; a; a = a.parentElement) {
+      var d = getComputedStyle(a).display;
+      if (d !== "inline" && d !== "contents") return a;
+    }
+    return document.body;
+  }
+
+  function innerRight(el) {
+    var r = el.getBoundingClientRect(), cs = getComputedStyle(el);
+    return r.right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth);
+  }
+
+  function fitWide() {
+    document.querySelectorAll("article .mj-wide").forEach(function (box) {  /* unwrap, then measure afresh */
+      while (box.firstChild) box.parentNode.insertBefore(box.firstChild, box);
+      box.remove();
+    });
+    var wide = [];
+    document.querySelectorAll('article math:not([display="block"])').forEach(function (m) {
+      if (m.closest(".mj-display, .mj-scroll, td, th")) return;
+      var r = m.getBoundingClientRect();
+      if (r.width && r.right > innerRight(column(m)) + 1) wide.push(m);
+    });
+    wide.forEach(function (m) {
+      var box = document.createElement("span");
+      box.className = "mj-wide";
+      m.parentNode.insertBefore(box, m);
+      box.appendChild(m);
+    });
+    focusable(document);
+  }
+
+  function focusable(root) {
+    root.querySelectorAll(".mj-wide, .mj-display, .mj-scroll, .highlight pre > code").forEach(function (el) {
+      if (el.scrollWidth > el.clientWidth + 1) el.setAttribute("tabindex", "0");
+      else if (el.getAttribute("tabindex") === "0" && !el.matches("pre > code")) el.removeAttribute("tabindex");
+    });
+  }
+
+  function setupFit() {
+    fitWide();
+    var timer = null, width = window.innerWidth;
+    window.addEventListener("resize", function () {
+      if (window.innerWidth === width) return;
+      width = window.innerWidth;
+      clearTimeout(timer);
+      timer = setTimeout(fitWide, 100);
+    });
+    window.mjFit = fitWide;
+  }
+
   /* ---------------------------------------------------------------- language switch */
+  /* the other language's page has the same anchors (claim cards, headings) and the same filter keys
+     (#company=Baidu&difficulty=2): the #fragment travels with the switch */
   document.addEventListener("click", function (ev) {
     var a = ev.target.closest && ev.target.closest("a.md-select__link[hreflang]");
-    if (a && location.hash && location.hash.indexOf("=") < 0 && !a.hash) a.href = a.href.split("#")[0] + location.hash;
+    if (a && location.hash && !a.hash) a.href = a.href.split("#")[0] + location.hash;
   }, true);
 
   /* ---------------------------------------------------------------- search */
@@ -198,6 +262,7 @@
     setupLazy();
     setupFigures();
     setupSearch();
+    setupFit();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();

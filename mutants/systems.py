@@ -1,0 +1,152 @@
+"""Mutants of the systems code: collectives and DDP (impls/parallel), the layout planner, serving
+simulators, flash-decoding and KV-cache quantization (impls/inference), RL placement and staleness (impls/rl).
+
+One mutant per line: Mutant(name, file, exact original snippet, replacement[, why=...][, equivalent=...]).
+"""
+
+from mianjing.mutation import Mutant as M
+
+COL = "impls/parallel/collectives.py"
+DDP = "impls/parallel/ddp.py"
+PLAN = "impls/parallel/planner.py"
+BAT = "impls/inference/batching.py"
+RAD = "impls/inference/radix_cache.py"
+FD = "impls/inference/flash_decoding.py"
+KVQ = "impls/inference/kv_quant.py"
+PLACE = "impls/rl/placement.py"
+STALE = "impls/rl/staleness.py"
+
+MUTANTS = [
+    # ring / halving-doubling / tree all-reduce on point-to-point, and their α–β costs
+    M("ring.schedule-wrong-direction", COL, 'rs = [("reduce", [(r - k) % n for r in range(n)]) for k in range(n - 1)]',
+      'rs = [("reduce", [(r + k) % n for r in range(n)]) for k in range(n - 1)]'),
+    M("ring.reduce-copies", COL, '        if kind == "reduce":\n            chunks[recv].add_(incoming)',
+      '        if False:\n            chunks[recv].add_(incoming)', why="the reduce-scatter overwrites instead of adding"),
+    M("ring.gather-off-by-one", COL, 'ag = [("copy", [(r + 1 - k) % n for r in range(n)]) for k in range(n - 1)]',
+      'ag = [("copy", [(r - k) % n for r in range(n)]) for k in range(n - 1)]'),
+    M("ring.chunks-not-views", COL, "chunks = list(torch.tensor_split(buf, n))", "chunks = [c.clone() for c in torch.tensor_split(buf, n)]",
+      why="the chunks no longer alias the buffer that is returned"),
+    M("hd.both-keep-lower-half", COL, "if rank & dist_ == 0 else", "if True else"),
+    M("hd.doubling-wrong-range", COL, "theirs = (old_lo, lo) if lo > old_lo else (hi, old_hi)",
+      "theirs = (hi, old_hi) if lo > old_lo else (old_lo, lo)"),
+    M("tree.reduce-copies", COL, "            buf.add_(incoming)", "            buf.copy_(incoming)"),
+    M("tree.broadcast-skips-last-round", COL, "    for j in reversed(range(rounds)):", "    for j in reversed(range(1, rounds)):"),
+    M("alpha-beta.hd-linear-latency", COL, "return 2 * lg * latency + 2 * (n - 1) / n * size_bytes / bandwidth",
+      "return 2 * (n - 1) * latency + 2 * (n - 1) / n * size_bytes / bandwidth"),
+    M("alpha-beta.tree-moves-a-chunk", COL, "return 2 * lg * (latency + size_bytes / bandwidth)",
+      "return 2 * lg * (latency + size_bytes / n / bandwidth)", why="the tree carried only S/N per step"),
+    M("alpha-beta.crossover-numerator", COL, "return latency * bandwidth * (n - 1 - lg) / den",
+      "return latency * bandwidth * (n - lg) / den"),
+    M("alpha-beta.tree-expr-like-ring", COL, '"tree": 2 * lg * (ALPHA + S_ * BETA),',
+      '"tree": 2 * lg * ALPHA + 2 * (N_ - 1) / N_ * S_ * BETA,'),
+    # DDP buckets and no_sync
+    M("ddp.bucket-closes-past-cap", DDP, "        if filled >= limit:", "        if filled > limit:"),
+    M("ddp.no-single-first-bucket", DDP, "    if iteration == 1:\n        return [list(range(n))]\n", ""),
+    M("ddp.definition-order", DDP, "    ready = list(reversed(range(n)))", "    ready = list(range(n))"),
+    M("ddp.no-small-first-bucket", DDP, "    first = DEFAULT_FIRST_BUCKET if bucket_cap_mb is None else cap", "    first = cap"),
+    M("ddp.no-sync-syncs-first", DDP, "    return [0] * (accumulation - 1) + [buckets]", "    return [buckets] + [0] * (accumulation - 1)"),
+    # the layout planner
+    M("plan.tp-forward-only", PLAN, '    return 4 + (2 if recompute == "full" else 0)', '    return 2 + (2 if recompute == "full" else 0)',
+      why="only the forward all-reduces counted"),
+    M("plan.pp-messages-everywhere", PLAN, "return tuple(m * (v - (d == p - 1)) + m * (v - (d == 0)) for d in range(p)) if p > 1 else (0,)",
+      "return tuple(2 * m * v for d in range(p)) if p > 1 else (0,)", why="the first and last stages also send both ways"),
+    M("plan.1f1b-in-flight-p", PLAN, "        return tuple(min(p - d, m) for d in range(p))", "        return tuple(min(p, m) for d in range(p))"),
+    M("plan.interleaved-warmup-short", PLAN, "return tuple(min(2 * (p - d - 1) + (v - 1) * p + 1, m * v) for d in range(p))",
+      "return tuple(min(2 * (p - d - 1) + (v - 1) * p, m * v) for d in range(p))"),
+    M("plan.zero-shards-over-dp-only", PLAN, "states = {k: _model_state_bytes(stage, x, d * c)", "states = {k: _model_state_bytes(stage, x, d)",
+      why="the optimizer is sharded over dp but not over the cp ranks that hold the same weights"),
+    M("plan.activations-of-last-stage", PLAN, '("first", flight[0])', '("first", flight[-1])'),
+    M("plan.swiglu-two-matrices", PLAN, 'mlp = (2 if self.style == "gpt" else 3) * h * self.ffn', "mlp = 2 * h * self.ffn"),
+    M("plan.gpt-one-layernorm", PLAN, "return self.layer_matmul_params() + biases + 4 * h", "return self.layer_matmul_params() + biases + 2 * h"),
+    M("plan.backward-equals-forward", PLAN, 'return batch * (3 * (layers + f["output"]) + extra)', 'return batch * (2 * (layers + f["output"]) + extra)'),
+    M("plan.attention-never-causal", PLAN, "attn_pairs = seq * seq / 2 if causal else seq * seq", "attn_pairs = seq * seq"),
+    M("plan.rank-stride", PLAN, "        stride[k] = stride[prev] * sizes[prev]", "        stride[k] = sizes[prev]"),
+    M("plan.all-links-nvlink", PLAN, "link = {k: cluster.inter if crosses[k] else cluster.intra for k in crosses}",
+      "link = {k: cluster.intra for k in crosses}"),
+    M("plan.all-of-hbm", PLAN, "USABLE = 0.9 ", "USABLE = 1.0 "),
+    M("plan.selective-is-free", PLAN, '"selective": b * f_attn / spec.layers / t,', '"selective": 0.0,'),
+    M("plan.dp-reduce-not-overlapped", PLAN, "dp_exposed = max(0.0, reduce - bwd_last) + max(0.0, gather - fwd_first)",
+      "dp_exposed = reduce + max(0.0, gather - fwd_first)"),
+    M("plan.interleaving-keeps-bubble", PLAN, "pipeline = m * slot_last + (p - 1) / v * slot_last", "pipeline = m * slot_last + (p - 1) * slot_last"),
+    M("plan.bf16-logits", PLAN, "logits = 4 * b * s_local * spec.vocab / t", "logits = 2 * b * s_local * spec.vocab / t"),
+    # serving: chunked prefill, disaggregation, latency accounting
+    M("serve.chunk-budget-ignores-decodes", BAT, "room = None if token_budget is None else token_budget - (len(decoding) if chunked else 0)",
+      "room = None if token_budget is None else token_budget", why="the decodes no longer count against the budget"),
+    M("serve.prefill-emits-no-token", BAT, "                s.left -= 1                              # the prompt's last piece emits the first token\n", ""),
+    M("serve.gap-is-iteration", BAT, "                out.gaps.setdefault(s.rid, []).append(clock - s.last)", "                out.gaps.setdefault(s.rid, []).append(dt)",
+      why="the gap since the last token taken as the iteration time (loses the KV transfer and the wait)"),
+    M("serve.no-kv-transfer", BAT, "landed.append(_Seq(i, first + kv_transfer_seconds(cfg, a.job.prompt, bandwidth, latency), 0,",
+      "landed.append(_Seq(i, first, 0,"),
+    M("serve.decode-without-context", BAT, "                               a.job.prompt, a.job.output - 1, first))", "                               0, a.job.output - 1, first))"),
+    M("serve.stall-counts-cold-start", BAT, "mixed = [t for t, dec, pre in self.iterations if dec and pre]", "mixed = [t for t, dec, pre in self.iterations if pre]"),
+    M("serve.percentile-floor", BAT, "return s[min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))]", "return s[min(len(s) - 1, int(q / 100 * len(s)))]"),
+    M("serve.transfer-no-latency", BAT, "    return latency + kv_cache_bytes(cfg, tokens, 1, dtype) / bandwidth", "    return kv_cache_bytes(cfg, tokens, 1, dtype) / bandwidth"),
+    M("serve.one-replica-takes-all", BAT, "for i, a in enumerate(trace) if i % replicas == r]", "for i, a in enumerate(trace) if r == 0]"),
+    M("serve.trace-rate-per-10ms", BAT, "arrivals_per_step=rate / 1000", "arrivals_per_step=rate / 100"),
+    # the radix-tree prefix cache and routing
+    M("radix.split-drops-a-token", RAD, "child.key, child.parent = child.key[j:], head", "child.key, child.parent = child.key[j + 1:], head"),
+    M("radix.match-through-divergence", RAD, "            i += j\n            if j < len(child.key):\n                break\n", "            i += j\n"),
+    M("radix.evicts-most-recent", RAD, "leaf = min(self._leaves(), key=lambda n: n.used)", "leaf = max(self._leaves(), key=lambda n: n.used)"),
+    M("radix.match-does-not-touch", RAD, "            child.used = now\n            path.append(child)", "            path.append(child)"),
+    M("route.ties-to-busiest", RAD, "r = max(range(replicas), key=lambda k: (matches[k], -load[k]))", "r = max(range(replicas), key=lambda k: (matches[k], load[k]))"),
+    M("route.hash-whole-prompt", RAD, "r = hash(tuple(p[:key_tokens])) % replicas", "r = hash(tuple(p)) % replicas"),
+    # flash-decoding
+    M("fd.merge-unnormalised", FD, "    w = torch.exp(lse_parts - lse_safe.unsqueeze(-1))", "    w = torch.exp(lse_parts)"),
+    M("fd.split-output-unnormalised", FD, ' / l.clamp_min(torch.finfo(acc).tiny)', ""),
+    M("fd.chunks-floor", FD, "    return max(1, math.ceil(n / num_splits))", "    return max(1, n // num_splits)", why="the last keys fall off"),
+    M("fd.padding-attended", FD, '        scores = scores.masked_fill(~mask, float("-inf"))\n', ""),
+    M("fd.gqa-heads-interleaved", FD, "    qf = q.to(acc).view(b, h_kv, group, d)", "    qf = q.to(acc).view(b, group, h_kv, d).transpose(1, 2)",
+      why="query head i read against KV head i mod H_kv instead of i // G"),
+    M("fd.split-threshold-full", FD, "    if batch_heads_mblocks >= 0.8 * sm_budget:", "    if batch_heads_mblocks >= sm_budget:"),
+    M("fd.every-split-eligible", FD, "        return s == 1 or math.ceil(key_blocks / s) != math.ceil(key_blocks / (s - 1))", "        return True"),
+    M("fd.unified-max-per-split", FD, 'e = torch.exp(torch.einsum("bgqd,bgnd->bgqn", qf, k[:, :, lo:hi].to(acc)) * tau - phi)',
+      'x = torch.einsum("bgqd,bgnd->bgqn", qf, k[:, :, lo:hi].to(acc)) * tau\n        e = torch.exp(x - x.amax(-1, keepdim=True))',
+      why="each split its own maximum but no rescale at the merge"),
+    M("fd.unified-max-underflow-unflagged", FD, "| ~torch.isfinite(num).all(-1, keepdim=True) | (den == 0)",
+      "| ~torch.isfinite(num).all(-1, keepdim=True)"),
+    M("fd.programs-ignore-splits", FD, "    return batch * heads * num_splits", "    return batch * heads"),
+    M("fd.accumulate-in-input-dtype", FD, "    return torch.promote_types(dt, torch.float32)", "    return dt"),
+    # KV-cache quantization
+    M("kvq.token-rows-wrong-axis", KVQ, "        rows = x.reshape(-1, d)                                      # one row = one token",
+      "        rows = x.transpose(-1, -2).reshape(-1, t)", why="per-token scales computed over a channel instead"),
+    M("kvq.kivi-no-residual", KVQ, "    full = t - t % group\n    k_hat = k.clone()", "    full = t\n    k_hat = k.clone()"),
+    M("kvq.kivi-values-per-channel", KVQ, '    return k_hat, fake_quantize_kv(v, bits, "token")', '    return k_hat, fake_quantize_kv(v, bits, "channel", group)'),
+    M("kvq.constant-group-divides-by-zero", KVQ, "    scale = ((hi - lo) / levels).clamp_min(torch.finfo(torch.float32).tiny)",
+      "    scale = (hi - lo) / levels", why="a flat group's scale is 0 and 0/0 makes it NaN"),
+    M("kvq.range-widened-to-zero", KVQ, "    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)",
+      "    lo, hi = g.amin(-1, keepdim=True).clamp(max=0), g.amax(-1, keepdim=True).clamp(min=0)",
+      why="the weight quantizer's range (0 always representable) instead of KIVI's min-max: up to twice the step"),
+    M("kvq.scale-overhead-halved", KVQ, "    return bits / 8 + (0 if group is None else 2 * SCALE_BYTES / group)",
+      "    return bits / 8 + (0 if group is None else SCALE_BYTES / group)", why="the zero point forgotten"),
+    M("kvq.fp8-no-saturation", KVQ, "((x.float() / s).clamp(torch.finfo(dtype).min, torch.finfo(dtype).max).to(dtype)", "((x.float() / s).to(dtype)"),
+    M("kvq.step-reads-bf16", KVQ, "    cache = 2 if bits is None else bytes_per_element(bits, group)", "    cache = 2"),
+    M("kvq.no-outlier-channels", KVQ, "    k[..., ch] *= magnitude\n", ""),
+    M("kvq.attention-unscaled", KVQ, 's = torch.einsum("hd,htd->ht", q.double(), k.double()) / k.shape[-1] ** 0.5',
+      's = torch.einsum("hd,htd->ht", q.double(), k.double())'),
+    # RL systems: placement and weight sync
+    M("rlsys.trainable-not-sharded", PLACE, "            out[r.name] = model_state_bytes_num(zero, r.params, gpus)", "            out[r.name] = model_state_bytes_num(zero, r.params, 1)"),
+    M("rlsys.frozen-always-sharded", PLACE, "            out[r.name] = 2 * r.params / (gpus if zero == \"zero3\" else 1)", "            out[r.name] = 2 * r.params / gpus"),
+    M("rlsys.critic-in-grpo", PLACE, '    if algorithm == "ppo":\n        roles.append(Role("critic"', '    if algorithm == "grpo":\n        roles.append(Role("critic"'),
+    M("rlsys.offload-ignored", PLACE, "        both = max(train, roll) if offload else train + roll", "        both = train + roll"),
+    M("rlsys.broadcast-per-receiver", PLACE, "        return latency * receivers + one", "        return latency + receivers * one"),
+    M("rlsys.delta-without-indices", PLACE, "size = actor_params * (bytes_per_param if changed == 1 else changed * (bytes_per_param + 4))",
+      "size = actor_params * (bytes_per_param if changed == 1 else changed * bytes_per_param)"),
+    M("rlsys.delta-in-fp32", PLACE, "        changed += int((a.bfloat16() != b.bfloat16()).sum())", "        changed += int((a != b).sum())"),
+    M("rlsys.engines-add-up", PLACE, "        gen = max(gen, t_engine)", "        gen += t_engine"),
+    M("rlsys.batch-never-shrinks", PLACE, "            alive = sum(1 for n in mine if n > t)", "            alive = len(mine)"),
+    M("rlsys.no-old-logprob-pass", PLACE, "flops = sum((6 if r.trainable else 2) * r.params * tokens for r in roles) + 2 * psi * tokens",
+      "flops = sum((6 if r.trainable else 2) * r.params * tokens for r in roles)"),
+    # asynchronous RL: staleness, corrections, queue, partial rollouts
+    M("async.baseline-from-target", STALE, "    adv = reward.double() - (mu * reward.double()).sum()", "    adv = reward.double() - (pi * reward.double()).sum()"),
+    M("async.score-function-mean", STALE, "    return coef - coef.sum() * pi", "    return coef - coef.mean() * pi"),
+    M("async.tis-uncapped", STALE, "    return rollout_is_weights(logp[None], logmu[None], torch.ones_like(logp)[None], upper=cap)[0]",
+      "    return rollout_is_weights(logp[None], logmu[None], torch.ones_like(logp)[None], upper=None)[0]"),
+    M("async.stats-lag-off-by-one", STALE, "        est = stale_gradient(thetas[t], thetas[t - k], reward, correction, cap)",
+      "        est = stale_gradient(thetas[t], thetas[t - k + 1], reward, correction, cap)"),
+    M("async.train-lag-off-by-one", STALE, "        behaviour = thetas[max(0, t - lag)]", "        behaviour = thetas[max(0, t - lag + 1)]"),
+    M("async.restart-with-old-weights", STALE, "heapq.heappush(done, (t + gen_time, w, version if t < clock else published))",
+      "heapq.heappush(done, (t + gen_time, w, version))"),
+    M("async.bound-drops-at-the-bound", STALE, "                while queue and version - queue[0] > max_staleness:", "                while queue and version - queue[0] >= max_staleness:"),
+    M("async.round-runs-full-budget", STALE, "horizon = max(s[0] for s in live) if budget is None else min(budget, max(s[0] for s in live))",
+      "horizon = max(s[0] for s in live) if budget is None else budget"),
+]
