@@ -84,8 +84,14 @@ def test_english_session_ctrl_d_ends_the_answer_and_stats_show_it(tmp_path):
     c = spawn(["quiz", "--lang", "en", "--company", "baidu", "--difficulty", "3"], env)
     c.expect("What does each ZeRO stage shard?")
     c.expect("Your answer")
-    c.sendline("ZeRO-1 shards the optimizer states,")
-    c.sendline("and stage 2 the gradients.")
+    # Each line waits for its prompt, as a person does. A Ctrl-D typed ahead, before readline has put
+    # the terminal in raw mode, reaches the line discipline in canonical mode and is dropped when
+    # readline switches modes: the answer then never ends (this test timed out that way under load).
+    for line in ("ZeRO-1 shards the optimizer states,", "and stage 2 the gradients."):
+        c.expect("> ")
+        c.sendline(line)
+        c.expect_exact(line)
+    c.expect("\r\n> ")
     c.sendeof()  # Ctrl-D on an empty line ends the answer
     c.expect(r"Key points \(1/2\)")
     c.expect(r"✓ \[covered\] ZeRO-1 shards optimizer states")
