@@ -443,7 +443,8 @@ def test_claim_card_opens_to_evidence_and_code(watched, site_url, real_site):
     if details.get_attribute("open") is None:
         details.locator("summary").click()
     card.locator(".mj-lazy").first.scroll_into_view_if_needed()  # a reader scrolls to it: the code loads
-    code = card.locator(".mj-lazy .mj-code")
+    # the placeholder is an .mj-code too (.mj-reserve, holding the height): wait for the listing that replaces it
+    code = card.locator(".mj-lazy .mj-code:not(.mj-reserve)")
     code.first.wait_for(state="attached", timeout=15_000)
     assert "def test_" in code.first.text_content()
     href = card.locator(".mj-src-title a").first.get_attribute("href")
