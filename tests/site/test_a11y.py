@@ -49,7 +49,15 @@ def _axe_js() -> str:
     return (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
 
 
+# CSS transitions still running, awaited: the search output fades in over 0.4 s (opacity), and axe judging it
+# half-faded saw a 4.23:1 contrast that no reader sees once it has opened (a flaky failure in the dark theme)
+SETTLE = """() => Promise.all(document.getAnimations()
+  .filter(a => a.effect && a.effect.getComputedTiming().endTime !== Infinity)
+  .map(a => a.finished.catch(() => null)))"""
+
+
 def _violations(page, axe: str) -> list[str]:
+    page.evaluate(SETTLE)
     page.evaluate(axe)
     res = page.evaluate("rules => axe.run(document, {runOnly: {type: 'rule', values: rules}, resultTypes: ['violations']})",
                         RULES)
