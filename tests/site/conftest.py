@@ -20,7 +20,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 def real_site(tmp_path_factory):
     """The knowledge base as committed, with build/verification.json if `mianjing verify` wrote it:
     (site_dir, BuildResult, KnowledgeBase). Figures and other caches live in the checkout's build/cache.
+    Built once per test run: under xdist the first worker to ask builds it into the run's shared temporary
+    folder while the others wait on a lock, then read the same site (no test writes to it).
     MIANJING_TEST_SITE=DIR tests a site built earlier instead (an older build, to see a test fail on it)."""
+    import fcntl
+    import pickle
+
     from mianjing.loader import load
     from mianjing.site import BuildResult, build
 
@@ -28,7 +33,18 @@ def real_site(tmp_path_factory):
         site = Path(os.environ["MIANJING_TEST_SITE"])
         return site, BuildResult(site, 0.0), load(REPO).kb
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
-    res = build(REPO, strict=True, site_dir=tmp_path_factory.mktemp("real") / "site")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above every worker's own
+    done = shared / "real-site.pickle"
+    with open(shared / "real-site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            res = build(REPO, strict=True, site_dir=shared / "real-site" / "site")
+            tmp = done.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps(res))
+            tmp.replace(done)
+        res = pickle.loads(done.read_bytes())
     return res.site_dir, res, load(REPO).kb
 
 

@@ -8,13 +8,10 @@ knowledge base built once per worker (tests/site/conftest.py::real_site).
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
 from tests.site.sitekit import parse
-from tests.site.test_browser import CLIP_ENTRY, UNFOLD, pages_of
+from tests.site.test_browser import CLIP_ENTRY, pages_of
 
 HAN = re.compile(r"[\u3400-\u9fff]")
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
