@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.site.test_browser import UNFOLD, pages_of
+
+# what a test module running the pass imports with `*`: the checks, and the fixture factory
+__all__ = ["layout_fixture", "test_display_formulas_fit_their_column", "test_inline_formulas_sit_on_the_baseline",
+           "test_no_horizontal_overflow_on_a_phone", "test_no_inline_formula_is_cut_on_a_phone_without_a_cue",
+           "test_numbers_and_claim_ids_on_a_phone"]
 
 _PHONE_OVERFLOW = """() => {
   const vw = window.innerWidth, out = [];
@@ -207,3 +214,11 @@ def pages_in(site, lang: str) -> list[str]:
     """Every page of one language, its 404 page included."""
     en = [p for p in pages_of(site) if p.startswith("en/")]
     return en + ["en/404.html"] if lang == "en" else [p for p in pages_of(site) if p not in en] + ["404.html"]
+
+
+def layout_fixture(lang: str):
+    """The module's ``layout``: the pass over ``lang``'s pages, once per module."""
+    @pytest.fixture(scope="module")
+    def layout(browser, site_url, real_site):
+        return layout_pass(browser, site_url, pages_in(real_site[0], lang))
+    return layout
