@@ -48,6 +48,9 @@ def test_model_counts_what_the_tiling_issues(M, N, K, t, seed):
     assert (n["global_loads"], n["load_instructions"], n["shared_loads"], n["stores"]) == (
         tr.global_loads, tr.load_instructions, tr.shared_loads, tr.stores), (M, N, K, t)
     assert tr.flops == 2 * M * N * K
+    # intensity is FLOPs over every byte the emulation moved: loads of A and B and the stores of C
+    for b in (2, 4):
+        assert tr.intensity(b) == 2 * M * N * K / ((n["global_loads"] + n["stores"]) * b)
 
 
 @pytest.mark.claim("gemm.tiling.raises-intensity")
