@@ -97,6 +97,21 @@ def test_tests_that_run_out_of_time_are_no_kill(tmp_path):
     assert report.score == 0.0 and not report.ok
 
 
+def test_a_mutant_that_allocates_without_end_is_killed_not_left_to_the_oom_killer(tmp_path):
+    """Each mutant's tests run under an address-space cap: code that grows without end fails with MemoryError (a
+    kill) in seconds. Without the cap lc.buildtree.right-preorder-offset grew to 24 GB and the kernel killed it (-9)."""
+    from mianjing.mutation import memory_cap
+
+    root = _mini(tmp_path)
+    grow = "return a + b"
+    endless = "return [bytearray(1 << 26) for _ in iter(int, 1)] and a + b"  # 64 MiB at a time, forever
+    report = run_all(root, [Mutant("add.grows", "impls/arith.py", grow, endless)], jobs=2, timeout=60)
+    (o,) = report.outcomes
+    assert o.status == "killed" and o.detail == "verifiers/test_arith.py::test_double", (o.status, o.detail)
+    assert o.seconds < 60
+    assert 4 << 30 <= memory_cap(2) <= memory_cap(1)
+
+
 def test_area_of_names_the_impls_folder_or_the_tool():
     assert area_of("impls/rl/ppo.py") == "impls/rl"
     assert area_of("impls/scale/fused_logprobs_triton.py") == "impls/scale"

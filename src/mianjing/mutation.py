@@ -187,8 +187,30 @@ def make_scratch(root: Path, into: Path) -> Path:
 _FAILED = re.compile(r"^(FAILED|ERROR) (\S+)", re.M)
 
 
-def run_one(scratch: Path, m: Mutant, tests: list[str], timeout: float, max_examples: int) -> Outcome:
-    """Apply ``m`` in ``scratch``, run ``tests`` there until the first failure, restore the file."""
+def memory_cap(jobs: int) -> int:
+    """Address space each mutant's tests may use: max(4 GiB, physical memory / (jobs + 1))."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+    return max(4 << 30, total // (jobs + 1))
+
+
+def _limit_memory(limit: int):
+    def apply() -> None:  # in the child, before pytest starts
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_one(scratch: Path, m: Mutant, tests: list[str], timeout: float, max_examples: int,
+            memory: int | None = None) -> Outcome:
+    """Apply ``m`` in ``scratch``, run ``tests`` there until the first failure, restore the file.
+
+    ``memory`` (bytes) caps the tests' address space: a mutant that makes the code allocate without end
+    (lc.buildtree.right-preorder-offset grows its work stack forever) fails its test with MemoryError, a
+    kill, instead of growing until the kernel's OOM killer ends it, or something else on the machine."""
     out = Outcome(m.name, m.file, "survived", tests=tests)
     if not tests:
         out.detail = "no test file imports this module"
@@ -203,7 +225,8 @@ def run_one(scratch: Path, m: Mutant, tests: list[str], timeout: float, max_exam
            "--no-header", "--tb=line", f"--timeout={int(timeout)}"]
     started = time.time()
     try:
-        proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout + 60)
+        proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout + 60,
+                              preexec_fn=_limit_memory(memory) if memory else None)
         code, text = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired:
         code, text = -1, ""
@@ -295,6 +318,7 @@ def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 3
             on_done=None) -> Report:
     """Run every mutant (stale ones are reported, not run) on ``jobs`` scratch copies in parallel."""
     started = time.time()
+    memory = memory_cap(jobs)
     graph, seconds = import_graph(root), test_file_seconds(root)
     outcomes: dict[str, Outcome] = {}
     todo: list[tuple[Mutant, list[str]]] = []
@@ -317,7 +341,7 @@ def run_all(root: Path, mutants: list[Mutant], jobs: int = 2, timeout: float = 3
             with lock:
                 scratch = free.pop()
             try:
-                res = run_one(scratch, item[0], item[1], timeout, max_examples)
+                res = run_one(scratch, item[0], item[1], timeout, max_examples, memory=memory)
             finally:
                 with lock:
                     free.append(scratch)
